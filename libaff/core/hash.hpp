@@ -1,0 +1,53 @@
+// Digests used across aff: XXH3-64 for the container's per-tensor digests (fast enough
+// to check 160 GB at load), SHA-256 for files exchanged with the outside world
+// (SHA256SUMS beside Hub uploads). Both stream, so callers never hold a whole file.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace aff {
+
+std::uint64_t xxh3_64(const void* data, std::size_t size);
+inline std::uint64_t xxh3_64(std::span<const std::uint8_t> bytes) { return xxh3_64(bytes.data(), bytes.size()); }
+
+class Xxh3Stream {
+public:
+    Xxh3Stream();
+    ~Xxh3Stream();
+    Xxh3Stream(const Xxh3Stream&) = delete;
+    Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+    void update(const void* data, std::size_t size);
+    std::uint64_t digest() const;
+
+private:
+    void* state_;
+};
+
+using Sha256Digest = std::array<std::uint8_t, 32>;
+
+class Sha256 {
+public:
+    Sha256();
+    ~Sha256();
+    Sha256(const Sha256&) = delete;
+    Sha256& operator=(const Sha256&) = delete;
+    void update(const void* data, std::size_t size);
+    void update(std::span<const std::uint8_t> bytes) { update(bytes.data(), bytes.size()); }
+    Sha256Digest finish();
+
+private:
+    void* ctx_;
+};
+
+Sha256Digest sha256(const void* data, std::size_t size);
+std::string to_hex(std::span<const std::uint8_t> bytes);
+std::string to_hex(std::uint64_t value);  // 16 lower-case digits
+// Parses exactly 2·N hex digits (either case); false on anything else.
+bool from_hex(std::string_view text, std::span<std::uint8_t> out);
+
+}  // namespace aff

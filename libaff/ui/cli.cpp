@@ -1,0 +1,93 @@
+// The shared options and exit-status handling of every tool (see cli.hpp).
+#include "aff/ui/cli.hpp"
+
+#include "aff/core/atomic_file.hpp"
+#include "aff/core/error.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <iostream>
+#include <unistd.h>
+
+namespace aff::cli {
+namespace {
+
+std::deque<Common> g_common;  // stable addresses for the options' storage
+std::deque<std::size_t> g_threads;
+
+extern "C" void on_sigint(int) {
+    remove_registered_temporaries();
+    ::_exit(exit_interrupted);
+}
+
+}  // namespace
+
+std::unique_ptr<Progress> Common::progress() const {
+    ui::ProgressMode mode = ui::ProgressMode::auto_detect;
+    if (progress_mode == "always") mode = ui::ProgressMode::always;
+    else if (progress_mode == "never") mode = ui::ProgressMode::never;
+    return ui::make_progress(mode, quiet);
+}
+
+Common& add_common(CLI::App& app, bool with_json) {
+    Common& c = g_common.emplace_back();
+    if (with_json) app.add_flag("--json", c.json, "print the result as one JSON object");
+    app.add_option("--progress", c.progress_mode, "show progress: auto (on a terminal), always, never")
+        ->check(CLI::IsMember({"auto", "always", "never"}))
+        ->default_str("auto");
+    app.add_flag("-q,--quiet", c.quiet, "print nothing on stderr but errors");
+    app.set_version_flag("--version", std::string(app.get_name()) + " " + AFF_VERSION);
+    return c;
+}
+
+std::size_t& add_threads(CLI::App& app) {
+    std::size_t& t = g_threads.emplace_back(0);
+    app.add_option("-t,--threads", t, "worker threads (0 = one per hardware thread)")->default_str("0");
+    return t;
+}
+
+void print_error(const std::string& tool, const std::string& message) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", tool.c_str(), message.c_str());
+}
+
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+    const std::string tool = app.get_name();
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        print_error(tool, e.what());
+        std::fprintf(stderr, "Run '%s --help' for usage.\n", tool.c_str());
+        return exit_usage;
+    }
+    std::signal(SIGINT, on_sigint);
+    std::signal(SIGPIPE, SIG_IGN);
+    int status = exit_failure;
+    try {
+        status = body();
+    } catch (const Error& e) {
+        print_error(tool, e.what());
+        status = e.kind() == ErrorKind::usage ? exit_usage : exit_failure;
+    } catch (const std::exception& e) {
+        print_error(tool, std::string("internal error: ") + e.what());
+        status = exit_failure;
+    }
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout.good()) {
+        if (errno != EPIPE) {
+            std::fprintf(stderr, "%s: cannot write to standard output\n", tool.c_str());
+            return exit_failure;
+        }
+    }
+    return status;
+}
+
+}  // namespace aff::cli

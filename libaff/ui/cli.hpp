@@ -1,0 +1,44 @@
+// What every aff tool shares: the common options (declared once so they are spelled
+// the same everywhere, with units in their names), and run(), which parses, installs
+// the SIGINT handler, runs the tool's body and maps the outcome to an exit status:
+//   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted.
+// Finally it flushes stdout and fails on a write error (a full disk must not pass
+// silently; a closed pipe is not an error).
+#pragma once
+
+#include "aff/core/progress.hpp"
+#include "aff/ui/progress_reporter.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace aff::cli {
+
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+constexpr int exit_interrupted = 130;
+
+struct Common {
+    bool json = false;
+    bool quiet = false;
+    std::string progress_mode = "auto";
+    std::unique_ptr<Progress> progress() const;
+};
+
+// Adds --json, --progress and --quiet (and --version for the app).
+Common& add_common(CLI::App& app, bool with_json = true);
+// Adds --threads N (0 = one per hardware thread); returns the variable it fills.
+std::size_t& add_threads(CLI::App& app);
+
+// Parses argv and runs body. body returns the exit status.
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// Prints "<tool>: <message>" on stderr; for warnings from tool mains.
+void print_error(const std::string& tool, const std::string& message);
+
+}  // namespace aff::cli
