@@ -1,0 +1,1 @@
+aff-info --tensors "$DATA/tiny.aff" | sed -n "1,3p;15,17p"
