@@ -1,0 +1,10 @@
+# fish completion for aff-split
+complete -c aff-split -l max-size -x -a '48GiB 50G' -d 'largest part'
+complete -c aff-split -s o -l output-dir -x -a '(__fish_complete_directories)' -d 'where parts and SHA256SUMS go'
+complete -c aff-split -l sums -x -d 'name of the checksum file'
+complete -c aff-split -l dry-run -d 'print the parts that would be written'
+complete -c aff-split -l json -d 'print the result as one JSON object'
+complete -c aff-split -l progress -x -a 'auto always never' -d 'show progress'
+complete -c aff-split -s q -l quiet -d 'print nothing on stderr but errors'
+complete -c aff-split -l help -d 'show usage'
+complete -c aff-split -l version -d 'show the version'

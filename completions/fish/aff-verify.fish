@@ -1,0 +1,12 @@
+# fish completion for aff-verify
+complete -c aff-verify -s c -l check -r -F -d 'check the files a SHA256SUMS file lists'
+complete -c aff-verify -l parts -r -F -d 'check the parts of a split as their concatenation'
+complete -c aff-verify -l ignore-missing -d 'with -c: skip files that do not exist'
+complete -c aff-verify -l sums -r -F -d 'with --parts: the SHA256SUMS to check against'
+complete -c aff-verify -s t -l threads -x -d 'worker threads (0 = one per hardware thread)'
+complete -c aff-verify -l json -d 'print the result as one JSON object'
+complete -c aff-verify -l progress -x -a 'auto always never' -d 'show progress'
+complete -c aff-verify -s q -l quiet -d 'print nothing on stderr but errors'
+complete -c aff-verify -l help -d 'show usage'
+complete -c aff-verify -l version -d 'show the version'
+complete -c aff-verify -k -x -a '(__fish_complete_suffix .aff)'

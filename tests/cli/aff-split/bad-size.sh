@@ -1,0 +1,2 @@
+cp "$DATA/tiny.aff" .
+aff-split --max-size 12XB tiny.aff

@@ -1,0 +1,1 @@
+aff-split missing.aff

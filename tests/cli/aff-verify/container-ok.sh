@@ -1,0 +1,2 @@
+cp "$DATA/tiny.aff" .
+aff-verify -q tiny.aff

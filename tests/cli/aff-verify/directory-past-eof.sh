@@ -1,0 +1,2 @@
+cp "$DATA/bad/directory-past-eof.aff" .
+aff-verify -q directory-past-eof.aff

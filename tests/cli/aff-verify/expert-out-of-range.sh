@@ -1,0 +1,2 @@
+cp "$DATA/bad/expert-out-of-range.aff" .
+aff-verify -q expert-out-of-range.aff

@@ -1,0 +1,2 @@
+cp "$DATA/bad/extent-misaligned.aff" .
+aff-verify -q extent-misaligned.aff

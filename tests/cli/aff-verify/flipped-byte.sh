@@ -1,0 +1,2 @@
+cp "$DATA/bad/flipped-byte.aff" .
+aff-verify -q flipped-byte.aff

@@ -1,0 +1,4 @@
+cp "$DATA/tiny.aff" .
+sha256sum tiny.aff > SHA256SUMS
+echo "e8dfe3b8  tiny.aff" >> SHA256SUMS
+aff-verify -q -c SHA256SUMS

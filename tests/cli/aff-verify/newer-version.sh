@@ -1,0 +1,2 @@
+cp "$DATA/bad/newer-version.aff" .
+aff-verify -q newer-version.aff

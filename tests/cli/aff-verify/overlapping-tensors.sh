@@ -1,0 +1,2 @@
+cp "$DATA/bad/overlapping-tensors.aff" .
+aff-verify -q overlapping-tensors.aff

@@ -1,0 +1,4 @@
+cp "$DATA/tiny.aff" .
+aff-split -q --max-size 8KiB tiny.aff >/dev/null
+cp tiny.aff.part-00003-of-00003 tiny.aff.part-00004-of-00004
+aff-verify -q --parts tiny.aff.part-00001-of-00003

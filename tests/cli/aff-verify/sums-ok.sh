@@ -1,0 +1,3 @@
+cp "$DATA/tiny.aff" .
+aff-split -q --max-size 8KiB tiny.aff >/dev/null
+aff-verify -q -c SHA256SUMS

@@ -1,0 +1,2 @@
+cp "$DATA/bad/truncated.aff" .
+aff-verify -q truncated.aff

@@ -1,0 +1,1 @@
+aff-verify -c SHA256SUMS x.aff

@@ -1,0 +1,2 @@
+mkdir model.aff
+aff-verify model.aff

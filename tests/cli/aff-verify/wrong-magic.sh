@@ -1,0 +1,2 @@
+cp "$DATA/bad/wrong-magic.aff" .
+aff-verify -q wrong-magic.aff
