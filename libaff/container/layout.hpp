@@ -1,4 +1,4 @@
-// Byte layout of the .aff container (formats/container.md §3-5): field sizes, the magic,
+// Byte layout of the .aff container (formats/container.md §3, §4 and §7): field sizes, the magic,
 // section IDs and little-endian load/store helpers. Shared by the reader and the writer
 // so the two cannot drift; nothing outside libaff/container needs it.
 #pragma once
