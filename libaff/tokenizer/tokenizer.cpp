@@ -198,6 +198,11 @@ void load_model(const json& m, Tokenizer::Impl& impl) {
 
     const json& vocab = member(m, "vocab", w);
     if (!vocab.is_object()) throw_format("model.vocab: expected an object");
+    impl.token_ids.reserve(vocab.size() + 1024);
+    impl.byte_vocab.reserve(vocab.size());
+    impl.id_token.reserve(vocab.size() + 1024);
+    impl.id_bytes.reserve(vocab.size() + 1024);
+    impl.id_flags.reserve(vocab.size() + 1024);
     for (const auto& [token, id] : vocab.items()) {
         if (!id.is_number_integer()) throw_format("model.vocab[\"" + token + "\"]: expected an integer id");
         TokenId i = id.get<TokenId>();
@@ -236,10 +241,12 @@ void load_model(const json& m, Tokenizer::Impl& impl) {
         } else {
             throw_format(where + ": expected \"a b\" or [\"a\", \"b\"]");
         }
-        auto ia = impl.token_ids.find(a), ib = impl.token_ids.find(b), ic = impl.token_ids.find(a + b);
+        std::string ab = a;
+        ab += b;
+        auto ia = impl.token_ids.find(a), ib = impl.token_ids.find(b), ic = impl.token_ids.find(ab);
         if (ia == impl.token_ids.end() || ib == impl.token_ids.end())
             throw_format(where + ": token not in vocabulary");
-        if (ic == impl.token_ids.end()) throw_format(where + ": merged token \"" + a + b + "\" not in vocabulary");
+        if (ic == impl.token_ids.end()) throw_format(where + ": merged token \"" + ab + "\" not in vocabulary");
         list.push_back({ia->second, ib->second, ic->second});
     }
     impl.bpe = std::make_unique<BpeModel>(std::move(byte_tokens), list);

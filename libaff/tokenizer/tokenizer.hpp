@@ -12,6 +12,11 @@
 //  * encode never adds BOS/EOS (Hugging Face's add_special_tokens=False); the chat
 //    renderer writes BOS into the prompt text.
 //  * decode of an id the tokenizer does not know throws (Hugging Face skips it).
+// Known difference: the regexes' Unicode classes come from PCRE2's tables (Debian 12:
+// PCRE2 10.42, Unicode 14.0) where Hugging Face's Oniguruma has Unicode 15.0. Characters
+// first assigned in Unicode 15 (e.g. U+1FAE8 🫨, U+1FA77 🩷, Kawi, CJK extension H) are
+// unassigned to PCRE2 and can split differently next to spaces and punctuation, giving
+// other ids than Hugging Face. Everything up to Unicode 14 matches (tests/data/tokenizer).
 #pragma once
 
 #include "aff/tokenizer/bpe.hpp"
