@@ -55,8 +55,9 @@ std::string render_prompt(const std::vector<Message>& messages, const nlohmann::
                           const nlohmann::ordered_json& response_format = nullptr);
 
 // Reads an OpenAI "messages" array. Content may be a string, null, or a list of
-// {"type": "text"} parts (joined without separator); tool_calls[].function.arguments a
-// string or an object. Errors name the field ("messages[2].role: ...").
+// {"type": "text"} parts (joined by "\n\n" for tool results, as the reference does,
+// and without separator otherwise); tool_calls[].function.arguments a string or an
+// object. Errors name the field ("messages[2].role: ...").
 std::vector<Message> messages_from_openai(const nlohmann::ordered_json& messages);
 
 struct ParsedCompletion {

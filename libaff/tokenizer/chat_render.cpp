@@ -259,7 +259,10 @@ std::string render_prompt(const std::vector<Message>& input, const ojson& tools,
 
 namespace {
 
-std::string text_of(const ojson& content, const std::string& where) {
+// Tool results given as a list of parts are joined by "\n\n" as the reference does for
+// tool_result blocks; for other roles the reference has no rule and the parts are simply
+// concatenated.
+std::string text_of(const ojson& content, const std::string& where, std::string_view separator) {
     if (content.is_null()) return {};
     if (content.is_string()) return content.get<std::string>();
     if (content.is_array()) {
@@ -269,6 +272,7 @@ std::string text_of(const ojson& content, const std::string& where) {
             std::string w = where + "[" + std::to_string(i) + "]";
             if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
                 throw_usage(w + ": only {\"type\": \"text\", \"text\": ...} parts are supported");
+            if (i) out += separator;
             out += part["text"].get<std::string>();
         }
         return out;
@@ -295,7 +299,8 @@ std::vector<Message> messages_from_openai(const ojson& list) {
         Message m;
         m.role = string_field(j, "role", where);
         if (m.role.empty()) throw_usage(where + ".role: missing");
-        m.content = text_of(j.contains("content") ? j["content"] : ojson(), where + ".content");
+        m.content = text_of(j.contains("content") ? j["content"] : ojson(), where + ".content",
+                            m.role == "tool" ? "\n\n" : "");
         m.reasoning = string_field(j, "reasoning_content", where);
         m.tool_call_id = string_field(j, "tool_call_id", where);
         if (j.contains("tools")) m.tools = j["tools"];

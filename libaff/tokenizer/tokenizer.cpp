@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -252,9 +253,14 @@ void load_model(const json& m, Tokenizer::Impl& impl) {
     impl.bpe = std::make_unique<BpeModel>(std::move(byte_tokens), list);
 }
 
-void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
+// Hugging Face does not take an added token's id from the file: it looks the content up
+// (added tokens, then the model vocabulary) and otherwise gives the next id after the
+// vocabulary or the highest added id (AddedVocabulary::add_tokens). A file whose ids
+// differ from that would be encoded with other ids there, so it is refused.
+void load_added_tokens(const json& list, std::size_t model_vocab_size, Tokenizer::Impl& impl) {
     if (list.is_null()) return;
     if (!list.is_array()) throw_format("added_tokens: expected an array");
+    std::int64_t max_added = -1;
     for (std::size_t i = 0; i < list.size(); ++i) {
         std::string where = "added_tokens[" + std::to_string(i) + "]";
         const json& t = list[i];
@@ -266,6 +272,18 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
         AddedToken a{id.get<TokenId>(), content.get<std::string>(), flag(t, "special", where, false),
                      flag(t, "normalized", where, true)};
         if (a.content.empty()) throw_format(where + ".content: empty");
+        TokenId expected;
+        if (auto known = impl.token_ids.find(a.content); known != impl.token_ids.end()) {
+            expected = known->second;
+        } else if (max_added < 0) {
+            expected = TokenId(model_vocab_size);
+        } else {
+            expected = max_added >= std::int64_t(model_vocab_size) ? TokenId(max_added + 1) : TokenId(model_vocab_size);
+        }
+        if (a.id != expected)
+            unsupported(where + ".id", std::to_string(a.id) + " differs from the id Hugging Face assigns (" +
+                                           std::to_string(expected) + ")");
+        max_added = std::max<std::int64_t>(max_added, a.id);
         set_token(impl, a.id, a.content, a.special, where);
         impl.token_ids[a.content] = a.id;
         (a.normalized ? impl.normalized_tokens : impl.raw_tokens).add(a.content, a.id);
@@ -293,8 +311,9 @@ Tokenizer Tokenizer::from_json(std::string_view text, const std::string& origin)
         try {
             load_normalizer(root.value("normalizer", json()));
             load_pre_tokenizer(root.value("pre_tokenizer", json()), *impl);
-            load_model(member(root, "model", "(top level)"), *impl);
-            load_added_tokens(root.value("added_tokens", json()), *impl);
+            const json& model = member(root, "model", "(top level)");
+            load_model(model, *impl);
+            load_added_tokens(root.value("added_tokens", json()), model["vocab"].size(), *impl);
             load_decoder(root.value("decoder", json()));
             load_post_processor(root.value("post_processor", json()), "post_processor");
         } catch (const json::exception& e) {

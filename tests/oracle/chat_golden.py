@@ -171,6 +171,12 @@ def conversations():
     add("two system messages, tools go on the first", [
         {"role": "system", "content": "First."}, {"role": "system", "content": "Second."},
         {"role": "user", "content": "q"}], tools=[WEATHER])
+    add("tool result given as a list of text parts", [
+        {"role": "user", "content": "w?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("p", "get_weather", {"city": "Bern"})]},
+        {"role": "tool", "tool_call_id": "p", "content": [{"type": "text", "text": "line one"},
+                                                          {"type": "text", "text": "line two"}]},
+    ], tools=[WEATHER])
     add("system message only", [{"role": "system", "content": "Only system."}])
     add("empty system content with tools", [{"role": "system", "content": ""}, {"role": "user", "content": "q"}],
         "thinking", "max", tools=[NOPARAM])

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 namespace tk = aff::tokenizer;
 using nlohmann::json;
@@ -30,7 +32,7 @@ json tiny_spec() {
         {"version", "1.0"},
         {"truncation", nullptr},
         {"padding", nullptr},
-        {"added_tokens", json::array({{{"id", 300}, {"content", "<|x|>"}, {"single_word", false}, {"lstrip", false},
+        {"added_tokens", json::array({{{"id", 261}, {"content", "<|x|>"}, {"single_word", false}, {"lstrip", false},
                                        {"rstrip", false}, {"normalized", false}, {"special", true}}})},
         {"normalizer", nullptr},
         {"pre_tokenizer",
@@ -150,7 +152,7 @@ TEST_CASE("a small tokenizer.json encodes with merges, added tokens and the Spli
     auto tok = tk::Tokenizer::from_json(tiny_spec().dump());
     CHECK(tok.encode("abc") == std::vector<tk::TokenId>{257});
     CHECK(tok.encode(" the") == std::vector<tk::TokenId>{260});
-    CHECK(tok.encode("abc<|x|> the") == std::vector<tk::TokenId>{257, 300, 260});
+    CHECK(tok.encode("abc<|x|> the") == std::vector<tk::TokenId>{257, 261, 260});
     CHECK(tok.encode("ab ab") == std::vector<tk::TokenId>{256, ' ', 256});
     CHECK(tok.decode(tok.encode("abc<|x|> the")) == "abc<|x|> the");
     CHECK(tok.decode(tok.encode("abc<|x|> the"), true) == "abc the");
@@ -196,6 +198,9 @@ TEST_CASE("loader names the field of every tokenizer.json feature it does not im
     s = tiny_spec();
     s["added_tokens"][0]["lstrip"] = true;
     CHECK(load_error(s) == "tiny.json: added_tokens[0].lstrip: true is not supported");
+    s = tiny_spec();
+    s["added_tokens"][0]["id"] = 300;
+    CHECK(load_error(s) == "tiny.json: added_tokens[0].id: 300 differs from the id Hugging Face assigns (261)");
     s = tiny_spec();
     s["decoder"] = {{"type", "WordPiece"}};
     CHECK(load_error(s) == "tiny.json: decoder.type: \"WordPiece\" is not supported (only ByteLevel)");
@@ -251,4 +256,21 @@ TEST_CASE("Oniguruma patterns are translated to PCRE2 with Oniguruma's \\s", "[t
     CHECK(b == 1);
     CHECK(e == 6);
     CHECK_FALSE(re.find("\xE2\x80\x8B", 0, b, e));  // U+200B is not white space
+}
+
+TEST_CASE("one tokenizer encodes on several threads at once with the same ids", "[tokenizer]") {
+    const auto& tok = aff_test::deepseek();
+    std::vector<std::string> docs = aff_test::read_corpus();
+    docs.resize(std::min<std::size_t>(docs.size(), 200));
+    std::vector<std::vector<tk::TokenId>> want;
+    for (const auto& d : docs) want.push_back(tok.encode(d));
+    std::atomic<std::size_t> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (std::size_t i = t; i < docs.size() * 2; i += 3)
+                if (tok.encode(docs[i % docs.size()]) != want[i % docs.size()]) ++mismatches;
+        });
+    for (auto& th : threads) th.join();
+    CHECK(mismatches == 0);
 }
