@@ -1,0 +1,113 @@
+// Device code shared by every kernel family: thread and block indices, block barrier, warp
+// shuffles and sums, and the FP8 E4M3 / E8M0 decoders. Header-only, device-side only; the
+// host-side names live in gpu_compat.hpp. Each helper has one CUDA/ROCm spelling and one
+// clang-builtin spelling (the gfx1201 compile check, which has no ROCm headers).
+#pragma once
+
+#include "gpu_compat.hpp"
+
+#if defined(AFF_GPU_IS_CUDA)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
+
+namespace aff::gpu::dev {
+
+#if defined(AFF_HIP_BARE)
+__device__ inline unsigned thread_x() { return __builtin_amdgcn_workitem_id_x(); }
+__device__ inline unsigned block_x() { return __builtin_amdgcn_workgroup_id_x(); }
+__device__ inline unsigned block_y() { return __builtin_amdgcn_workgroup_id_y(); }
+__device__ inline void sync_block() {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+__device__ inline unsigned lane_id() { return __builtin_amdgcn_mbcnt_lo(~0u, 0u); }
+__device__ inline float shfl_xor(float v, int mask) {
+    const int src = static_cast<int>(lane_id() ^ static_cast<unsigned>(mask));
+    return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute(src << 2, __builtin_bit_cast(int, v)));
+}
+__device__ inline int shfl_xor(int v, int mask) {
+    const int src = static_cast<int>(lane_id() ^ static_cast<unsigned>(mask));
+    return __builtin_amdgcn_ds_bpermute(src << 2, v);
+}
+__device__ inline float bits_to_float(uint32_t u) { return __builtin_bit_cast(float, u); }
+#else
+__device__ inline unsigned thread_x() { return threadIdx.x; }
+__device__ inline unsigned block_x() { return blockIdx.x; }
+__device__ inline unsigned block_y() { return blockIdx.y; }
+__device__ inline void sync_block() { __syncthreads(); }
+__device__ inline unsigned lane_id() { return threadIdx.x % kWarp; }
+#if defined(AFF_GPU_IS_CUDA)
+__device__ inline float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+__device__ inline int shfl_xor(int v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+__device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
+#else
+__device__ inline float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, kWarp); }
+__device__ inline int shfl_xor(int v, int mask) { return __shfl_xor(v, mask, kWarp); }
+__device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
+#endif
+#endif
+
+// Read-only loads. weights: streamed once, kept out of L1 so activations stay there.
+#if defined(AFF_GPU_IS_CUDA)
+__device__ inline float4 ldg(const float4* p) { return __ldg(p); }
+__device__ inline uint4 load_stream(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+#else
+__device__ inline float4 ldg(const float4* p) { return *p; }
+__device__ inline uint4 load_stream(const uint4* p) { return *p; }
+#endif
+
+__device__ inline float warp_sum(float v) {
+#pragma unroll
+    for (int m = kWarp / 2; m > 0; m /= 2) v += shfl_xor(v, m);
+    return v;
+}
+
+// Sum over a block of kThreads threads; every thread gets the total. `scratch` holds
+// kThreads / kWarp floats of shared memory; the barrier at the end makes it reusable.
+template <int kThreads>
+__device__ inline float block_sum(float v, float* scratch) {
+    static_assert(kThreads % kWarp == 0 && kThreads / kWarp <= kWarp, "block size");
+    v = warp_sum(v);
+    const unsigned warp = thread_x() / kWarp;
+    if (lane_id() == 0) scratch[warp] = v;
+    sync_block();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / kWarp; ++w) total += scratch[w];
+    sync_block();
+    return total;
+}
+
+// E8M0 scale byte: 2^(b - 127); 0 is 2^-127 (a float subnormal), 255 is NaN.
+__device__ inline float e8m0_to_float(uint32_t b) {
+    if (b == 0) return bits_to_float(0x00400000u);
+    if (b == 255) return bits_to_float(0x7fc00000u);
+    return bits_to_float(b << 23);
+}
+
+// Two FP8 E4M3 ("fn": bias 7, no infinities) values, low byte first. On sm_89+ one hardware
+// conversion to two halves; elsewhere the byte's bits are placed in a float's exponent and
+// mantissa (exact for normals and subnormals) and rescaled by 2^120, the bias difference;
+// that path reads the NaN codes 0x7f/0xff as ±480 (checkpoints hold no NaN weights).
+__device__ inline void e4m3x2_to_float2(uint32_t two, float& lo, float& hi) {
+#if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+    const float2 f = __half22float2(__half2(raw));
+    lo = f.x;
+    hi = f.y;
+#else
+    const uint32_t b0 = two & 0xffu, b1 = (two >> 8) & 0xffu;
+    lo = bits_to_float(((b0 & 0x80u) << 24) | ((b0 & 0x7fu) << 20)) * 0x1p120f;
+    hi = bits_to_float(((b1 & 0x80u) << 24) | ((b1 & 0x7fu) << 20)) * 0x1p120f;
+#endif
+}
+
+}  // namespace aff::gpu::dev

@@ -1,0 +1,182 @@
+// FP8 GEMV kernel (declarations and contract in fp8_gemv.hpp). Memory-bound: every weight
+// byte is read once, so the design keeps many 16-byte loads in flight and the activations in
+// L1. A block of 256 threads is split into row groups of `tpr` threads (a power of two,
+// 32..256, chosen from k so each thread has one or two 16-byte chunks per row); a group owns
+// kRows = 8 consecutive rows and its threads split the row's 16-byte chunks. Each thread
+// loads the chunk of all 8 rows before using any (8 loads in flight), scales its activations
+// by the chunk's E8M0 block scale once for the 8 rows, decodes the FP8 bytes in registers
+// and accumulates in fp32. The 8·batch sums are reduced across the warp by a reduce-scatter
+// butterfly (31 shuffles for 32 values instead of 160), then across the group's warps in
+// shared memory. Instantiations: batch 1..4 × the two FP8 decoders (hardware cvt on sm_89+,
+// integer bit placement elsewhere); fp8_gemv picks the hardware one where it exists.
+#include "kernels/fp8_gemv.hpp"
+
+#include "aff/gpu/check.hpp"
+#include "kernels/device_common.hpp"
+
+namespace aff::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 8;
+
+__host__ __device__ constexpr int pow2_at_least(int v) {
+    int p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+__host__ __device__ constexpr int log2_of(int v) {
+    int l = 0;
+    while ((1 << l) < v) ++l;
+    return l;
+}
+
+// Four FP8 bytes of `u` → four floats. kHw: the hardware pair conversion (sm_89+);
+// otherwise each byte's sign and 7 low bits go to a float's bit 31 and bits 20..26, which
+// is the value times 2^-120, exact for normals and subnormals.
+template <bool kHw>
+__device__ inline void decode4(uint32_t u, float (&f)[4]) {
+    if constexpr (kHw) {
+        dev::e4m3x2_to_float2(u & 0xffffu, f[0], f[1]);
+        dev::e4m3x2_to_float2(u >> 16, f[2], f[3]);
+    } else {
+        f[0] = dev::bits_to_float(((u << 24) & 0x80000000u) | ((u << 20) & 0x07f00000u)) * 0x1p120f;
+        f[1] = dev::bits_to_float(((u << 16) & 0x80000000u) | ((u << 12) & 0x07f00000u)) * 0x1p120f;
+        f[2] = dev::bits_to_float(((u << 8) & 0x80000000u) | ((u << 4) & 0x07f00000u)) * 0x1p120f;
+        f[3] = dev::bits_to_float((u & 0x80000000u) | ((u >> 4) & 0x07f00000u)) * 0x1p120f;
+    }
+}
+
+// One butterfly step: lanes split on bit `off`, each keeps one half of its kHalf·2 values and
+// adds the partner's copy of that half. Recursion keeps every index a compile-time constant
+// (a loop here left the array in local memory).
+template <int V, int kHalf>
+__device__ inline void reduce_scatter_step(float (&v)[V], unsigned lane) {
+    if constexpr (kHalf >= 1) {
+        constexpr int kOff = kWarp * kHalf / V;
+        const bool upper = (lane & static_cast<unsigned>(kOff)) != 0;
+#pragma unroll
+        for (int i = 0; i < kHalf; ++i) {
+            const float send = upper ? v[i] : v[i + kHalf];
+            const float keep = upper ? v[i + kHalf] : v[i];
+            v[i] = keep + dev::shfl_xor(send, kOff);
+        }
+        reduce_scatter_step<V, kHalf / 2>(v, lane);
+    }
+}
+
+// After the call, lane l holds the warp-wide sum of value index l / (32 / V) in v[0].
+template <int V>
+__device__ inline void warp_reduce_scatter(float (&v)[V]) {
+    static_assert(V >= 1 && V <= kWarp && (V & (V - 1)) == 0, "V must be a power of two up to the warp");
+    reduce_scatter_step<V, V / 2>(v, dev::lane_id());
+#pragma unroll
+    for (int off = kWarp / V / 2; off >= 1; off /= 2) v[0] += dev::shfl_xor(v[0], off);
+}
+
+template <int B, bool kHw>
+__global__ void __launch_bounds__(kThreads, 2)
+    fp8_gemv_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scales, int n, int k,
+                    const float* __restrict__ x, float* __restrict__ y, int tpr_log2) {
+    constexpr int V = pow2_at_least(B * kRows);
+    __shared__ float red[kThreads / kWarp][V];
+    const int tpr = 1 << tpr_log2;
+    const int tid = static_cast<int>(dev::thread_x());
+    const int group = tid >> tpr_log2;
+    const int gt = tid & (tpr - 1);
+    const int row0 = (static_cast<int>(dev::block_x()) * (kThreads >> tpr_log2) + group) * kRows;
+    const int chunks = k / 16;
+    float acc[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+
+    if (row0 < n) {
+        const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<size_t>(row0) * k);
+        const uint8_t* srow = scales + static_cast<size_t>(row0 / 128) * (k / 128);
+        const size_t row_step = static_cast<size_t>(chunks);  // uint4s per row
+        for (int c = gt; c < chunks; c += tpr) {
+            uint4 wv[kRows];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) wv[r] = dev::load_stream(wr + r * row_step + c);
+            const float s = dev::e8m0_to_float(srow[c >> 3]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                float xs[B][4];
+#pragma unroll
+                for (int b = 0; b < B; ++b) {
+                    const float4 t = dev::ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * k) + c * 4 + q);
+                    xs[b][0] = t.x * s;
+                    xs[b][1] = t.y * s;
+                    xs[b][2] = t.z * s;
+                    xs[b][3] = t.w * s;
+                }
+#pragma unroll
+                for (int r = 0; r < kRows; ++r) {
+                    const uint32_t word = q == 0 ? wv[r].x : q == 1 ? wv[r].y : q == 2 ? wv[r].z : wv[r].w;
+                    float f[4];
+                    decode4<kHw>(word, f);
+#pragma unroll
+                    for (int b = 0; b < B; ++b)
+                        acc[b * kRows + r] += f[0] * xs[b][0] + f[1] * xs[b][1] + f[2] * xs[b][2] + f[3] * xs[b][3];
+                }
+            }
+        }
+    }
+
+    warp_reduce_scatter<V>(acc);
+    constexpr int kSpread = kWarp / V;  // lanes holding the same value index
+    const unsigned lane = dev::lane_id();
+    const int warp = tid / kWarp;
+    if (lane % kSpread == 0) red[warp][lane / kSpread] = acc[0];
+    dev::sync_block();
+    const int warps_per_group = tpr / kWarp;
+    if (gt < B * kRows && row0 < n) {
+        float sum = 0.0f;
+        for (int i = 0; i < warps_per_group; ++i) sum += red[group * warps_per_group + i][gt];
+        const int b = gt / kRows, r = gt % kRows;
+        y[static_cast<size_t>(b) * n + row0 + r] = sum;
+    }
+}
+
+template <bool kHw>
+void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                     hipStream_t stream) {
+    const int chunks = k / 16;
+    int tpr = kWarp;
+    while (tpr * 2 <= chunks && tpr < kThreads) tpr *= 2;
+    const int rows_per_block = (kThreads / tpr) * kRows;
+    const dim3 grid((n + rows_per_block - 1) / rows_per_block);
+    const int tpr_log2 = log2_of(tpr);
+    switch (batch) {
+        case 1: fp8_gemv_kernel<1, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
+        case 2: fp8_gemv_kernel<2, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
+        case 3: fp8_gemv_kernel<3, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
+        default: fp8_gemv_kernel<4, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
+    }
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace
+
+void fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+              void* stream) {
+    if (k <= 0 || k % 128 != 0) throw_argument("fp8_gemv", "k must be a positive multiple of 128");
+    if (n <= 0 || n % kRows != 0) throw_argument("fp8_gemv", "n must be a positive multiple of 8");
+    if (batch < 1 || batch > kFp8GemvMaxBatch) throw_argument("fp8_gemv", "batch must be 1..4");
+#if defined(AFF_GPU_IS_CUDA)
+    launch_fp8_gemv<true>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+#else
+    launch_fp8_gemv<false>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+#endif
+}
+
+// The other decoder, for tests/bench/fp8_gemv_bench (compares both on the same data).
+void fp8_gemv_bitdecode(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                        void* stream) {
+    if (k <= 0 || k % 128 != 0 || n <= 0 || n % kRows != 0 || batch < 1 || batch > kFp8GemvMaxBatch)
+        throw_argument("fp8_gemv_bitdecode", "needs k % 128 == 0, n % 8 == 0, batch 1..4");
+    launch_fp8_gemv<false>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+}
+
+}  // namespace aff::gpu

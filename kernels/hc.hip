@@ -1,0 +1,166 @@
+// mHC kernels (declarations and contract in hc.hpp). The pre step and the hyper head share
+// two launches: hc_project_kernel computes the rows of fn · v and Σ v² (one block per row and
+// token, so the 24 × 16384 projection spreads over the chip), then a mix kernel turns them
+// into pre/post/comb (Sinkhorn on one thread: 4×4, 39 normalisations) and collapses the
+// streams. hc_post_kernel is one thread per (token, channel).
+#include "kernels/hc.hpp"
+
+#include "aff/gpu/check.hpp"
+#include "kernels/device_common.hpp"
+
+namespace aff::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kN = kHcStreams;
+
+// scratch[t][r] = fn[r] · v_t for r < rows, scratch[t][rows] = Σ v_t², v_t = x[t] flattened.
+__global__ void __launch_bounds__(kThreads) hc_project_kernel(const float* __restrict__ x, const float* __restrict__ fn,
+                                                              int rows, int width, float* scratch) {
+    __shared__ float red[kThreads / kWarp];
+    const int r = static_cast<int>(dev::block_x());
+    const int t = static_cast<int>(dev::block_y());
+    const float4* v = reinterpret_cast<const float4*>(x + static_cast<size_t>(t) * width);
+    const float4* f = reinterpret_cast<const float4*>(fn + static_cast<size_t>(r < rows ? r : 0) * width);
+    float acc = 0.0f;
+    for (int i = dev::thread_x(); i < width / 4; i += kThreads) {
+        const float4 a = v[i];
+        const float4 b = r < rows ? f[i] : a;
+        acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    acc = dev::block_sum<kThreads>(acc, red);
+    if (dev::thread_x() == 0) scratch[static_cast<size_t>(t) * (rows + 1) + r] = acc;
+}
+
+__device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+__global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restrict__ x, const float* __restrict__ scratch,
+                                                          const float* __restrict__ base, const float* __restrict__ scale,
+                                                          int dim, int iters, float hc_eps, float norm_eps, float* post,
+                                                          float* comb, float* u) {
+    __shared__ float pre[kN];
+    const int t = static_cast<int>(dev::block_x());
+    if (dev::thread_x() == 0) {
+        const float* z = scratch + static_cast<size_t>(t) * (kHcMixRows + 1);
+        const float inv = 1.0f / sqrtf(z[kHcMixRows] / static_cast<float>(kN * dim) + norm_eps);
+        for (int k = 0; k < kN; ++k) {
+            pre[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
+            post[t * kN + k] = 2.0f * sigmoid(scale[1] * (z[kN + k] * inv) + base[kN + k]);
+        }
+        float m[kN][kN];
+        for (int a = 0; a < kN; ++a) {
+            float mx = -3.0e38f;
+            for (int b = 0; b < kN; ++b) {
+                m[a][b] = scale[2] * (z[2 * kN + a * kN + b] * inv) + base[2 * kN + a * kN + b];
+                mx = fmaxf(mx, m[a][b]);
+            }
+            float sum = 0.0f;
+            for (int b = 0; b < kN; ++b) sum += (m[a][b] = expf(m[a][b] - mx));
+            for (int b = 0; b < kN; ++b) m[a][b] = m[a][b] / sum + hc_eps;
+        }
+        for (int it = 0; it < iters; ++it) {
+            if (it > 0)
+                for (int a = 0; a < kN; ++a) {
+                    float sum = 0.0f;
+                    for (int b = 0; b < kN; ++b) sum += m[a][b];
+                    for (int b = 0; b < kN; ++b) m[a][b] /= sum + hc_eps;
+                }
+            for (int b = 0; b < kN; ++b) {
+                float sum = 0.0f;
+                for (int a = 0; a < kN; ++a) sum += m[a][b];
+                for (int a = 0; a < kN; ++a) m[a][b] /= sum + hc_eps;
+            }
+        }
+        for (int a = 0; a < kN; ++a)
+            for (int b = 0; b < kN; ++b) comb[(t * kN + a) * kN + b] = m[a][b];
+    }
+    dev::sync_block();
+    const float* xt = x + static_cast<size_t>(t) * kN * dim;
+    for (int d = dev::thread_x(); d < dim; d += kThreads)
+        u[static_cast<size_t>(t) * dim + d] =
+            pre[0] * xt[d] + pre[1] * xt[dim + d] + pre[2] * xt[2 * dim + d] + pre[3] * xt[3 * dim + d];
+}
+
+__global__ void __launch_bounds__(kThreads) hc_head_mix_kernel(const float* __restrict__ x,
+                                                               const float* __restrict__ scratch,
+                                                               const float* __restrict__ base,
+                                                               const float* __restrict__ scale, int dim, float hc_eps,
+                                                               float norm_eps, float* y) {
+    __shared__ float p[kN];
+    const int t = static_cast<int>(dev::block_x());
+    if (dev::thread_x() < kN) {
+        const int k = static_cast<int>(dev::thread_x());
+        const float* z = scratch + static_cast<size_t>(t) * (kN + 1);
+        const float inv = 1.0f / sqrtf(z[kN] / static_cast<float>(kN * dim) + norm_eps);
+        p[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
+    }
+    dev::sync_block();
+    const float* xt = x + static_cast<size_t>(t) * kN * dim;
+    for (int d = dev::thread_x(); d < dim; d += kThreads)
+        y[static_cast<size_t>(t) * dim + d] =
+            p[0] * xt[d] + p[1] * xt[dim + d] + p[2] * xt[2 * dim + d] + p[3] * xt[3 * dim + d];
+}
+
+__global__ void __launch_bounds__(kThreads) hc_post_kernel(float* x, const float* __restrict__ f,
+                                                           const float* __restrict__ post,
+                                                           const float* __restrict__ comb, int dim, long long total) {
+    const long long i = static_cast<long long>(dev::block_x()) * kThreads + dev::thread_x();
+    if (i >= total) return;
+    const int t = static_cast<int>(i / dim);
+    const int d = static_cast<int>(i % dim);
+    float* xt = x + static_cast<size_t>(t) * kN * dim + d;
+    const float* c = comb + t * kN * kN;
+    float in[kN];
+    for (int a = 0; a < kN; ++a) in[a] = xt[a * dim];
+    const float fv = f[i];
+    for (int b = 0; b < kN; ++b) {
+        float acc = post[t * kN + b] * fv;
+        for (int a = 0; a < kN; ++a) acc += c[a * kN + b] * in[a];
+        xt[b * dim] = acc;
+    }
+}
+
+void check_config(const char* kernel, int tokens, const HcConfig& c) {
+    if (tokens < 0) throw_argument(kernel, "tokens must be >= 0");
+    if (c.dim <= 0 || c.dim % 4 != 0) throw_argument(kernel, "dim must be a positive multiple of 4");
+    if (c.sinkhorn_iters < 1) throw_argument(kernel, "sinkhorn_iters must be >= 1");
+}
+
+}  // namespace
+
+void hc_pre(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch, float* post,
+            float* comb, float* u, void* stream) {
+    check_config("hc_pre", tokens, c);
+    if (tokens == 0) return;
+    const auto s = static_cast<hipStream_t>(stream);
+    hc_project_kernel<<<dim3(kHcMixRows + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, kHcMixRows, kN * c.dim,
+                                                                               scratch);
+    AFF_GPU_CHECK(hipGetLastError());
+    hc_mix_kernel<<<dim3(tokens), dim3(kThreads), 0, s>>>(x, scratch, w.base, w.scale, c.dim, c.sinkhorn_iters,
+                                                          c.hc_eps, c.norm_eps, post, comb, u);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim, void* stream) {
+    if (tokens < 0 || dim <= 0) throw_argument("hc_post", "tokens must be >= 0 and dim > 0");
+    const long long total = static_cast<long long>(tokens) * dim;
+    if (total == 0) return;
+    const unsigned blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
+    hc_post_kernel<<<dim3(blocks), dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(x, f, post, comb, dim,
+                                                                                          total);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch, float* y,
+             void* stream) {
+    check_config("hc_head", tokens, c);
+    if (tokens == 0) return;
+    const auto s = static_cast<hipStream_t>(stream);
+    hc_project_kernel<<<dim3(kN + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, kN, kN * c.dim, scratch);
+    AFF_GPU_CHECK(hipGetLastError());
+    hc_head_mix_kernel<<<dim3(tokens), dim3(kThreads), 0, s>>>(x, scratch, w.base, w.scale, c.dim, c.hc_eps,
+                                                               c.norm_eps, y);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace aff::gpu

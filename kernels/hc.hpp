@@ -1,0 +1,47 @@
+// Manifold-constrained hyper-connections on the GPU (model doc §3.2): the mHC pre step
+// (projection of the RMS-normalised streams, pre/post/comb with Sinkhorn, collapse), the
+// expand step after a sub-block, and the hyper head at the end of the stack. n = 4 streams.
+// Host-callable declarations only; device code in hc.hip, CPU twin in libaff/gpu/reference/.
+#pragma once
+
+namespace aff::gpu {
+
+inline constexpr int kHcStreams = 4;                                // hc_mult
+inline constexpr int kHcMixRows = (2 + kHcStreams) * kHcStreams;    // 24: pre | post | comb
+
+// Device pointers to one sub-block's parameters (fp32, as in the checkpoint):
+// fn [rows, n·dim] (rows = 24 for a sub-block, 4 for the head), base [rows],
+// scale [3] for a sub-block, [1] for the head.
+struct HcWeights {
+    const float* fn = nullptr;
+    const float* base = nullptr;
+    const float* scale = nullptr;
+};
+
+struct HcConfig {
+    int dim = 4096;            // D
+    int sinkhorn_iters = 20;   // hc_sinkhorn_iters
+    float hc_eps = 1e-6f;
+    float norm_eps = 1e-6f;    // rms_norm_eps, for the RMS of the 4·D concatenation
+};
+
+// Pre step for `tokens` tokens of x [tokens][4][dim]: writes post [tokens][4],
+// comb [tokens][4][4] (comb[a][b], row-major) and the collapsed input u [tokens][dim].
+// scratch holds tokens·(kHcMixRows + 1) floats. All pointers are device memory.
+void hc_pre(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch,
+            float* post, float* comb, float* u, void* stream);
+
+// Expand, in place: x'[b] = post_b · f + Σ_a comb[a][b] · x[a] for x [tokens][4][dim] and the
+// sub-block output f [tokens][dim].
+void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim,
+             void* stream);
+
+// Hyper head: y [tokens][dim] = Σ_k p_k · x[k], p = sigmoid(scale·z + base) + hc_eps with
+// z = fn · v / rms(v). scratch holds tokens·(kHcStreams + 1) floats.
+void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch, float* y,
+             void* stream);
+
+// fp32 dot products of 16384 terms summed in another order, then 39 Sinkhorn divisions.
+inline constexpr double hc_max_nmse = 1e-8;
+
+}  // namespace aff::gpu

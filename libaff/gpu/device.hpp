@@ -1,0 +1,110 @@
+// The GPU device runtime: which devices aff may use, what they hold, and RAII owners for
+// device memory, streams and events. Plain C++ (no runtime headers leak out), so tools and
+// tests include it without a GPU compiler; libaff/gpu/device.cpp is the only file that calls
+// the HIP/CUDA runtime. Kernels are launched through kernels/<stem>.hpp on a Stream's handle().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aff::gpu {
+
+struct DeviceInfo {
+    int ordinal = 0;          // index among the visible devices
+    std::string name;
+    int warp_size = 0;
+    int multiprocessors = 0;
+    int compute_major = 0, compute_minor = 0;
+    std::size_t l2_bytes = 0;
+    std::size_t total_bytes = 0;
+};
+
+struct MemoryInfo {
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+};
+
+// Devices the runtime lets this process see. The runtime itself applies CUDA_VISIBLE_DEVICES
+// (NVIDIA) or HIP_VISIBLE_DEVICES (AMD): visible devices are renumbered from 0. Returns 0 when
+// there is no device or no driver (never throws for that: callers fall back to the CPU).
+int device_count();
+
+DeviceInfo device_info(int ordinal);
+
+// The first `wanted` visible devices (--gpus N); wanted <= 0 means all of them. Throws a
+// device error when fewer are visible than asked for, naming both numbers and the variable.
+std::vector<int> select_devices(int wanted);
+
+// Makes `ordinal` current for this thread. The first time per device it checks the warp size
+// against kWarp (32): a wave64 device is refused with a device error.
+void use_device(int ordinal);
+
+// Free and total memory of the current device.
+MemoryInfo memory_info();
+
+// Device memory owned by one object; moved, never copied.
+class Buffer {
+public:
+    Buffer() = default;
+    explicit Buffer(std::size_t bytes);
+    ~Buffer();
+    Buffer(Buffer&& other) noexcept;
+    Buffer& operator=(Buffer&& other) noexcept;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    void* data() const { return ptr_; }
+    std::size_t size() const { return bytes_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(ptr_); }
+
+private:
+    void* ptr_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
+class Stream {
+public:
+    Stream();  // a non-blocking stream on the current device
+    ~Stream();
+    Stream(Stream&& other) noexcept;
+    Stream& operator=(Stream&& other) noexcept;
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+
+    // The runtime's stream handle, passed to the kernel launchers (kernels/<stem>.hpp).
+    void* handle() const { return handle_; }
+    void synchronize() const;
+
+    // Asynchronous copies within or between host and device (direction from the pointers);
+    // host memory must stay alive until the stream is synchronised.
+    void copy(void* dst, const void* src, std::size_t bytes) const;
+    void fill(void* dst, int byte, std::size_t bytes) const;
+
+private:
+    void* handle_ = nullptr;
+};
+
+class Event {
+public:
+    Event();
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    void record(const Stream& stream);
+    void synchronize() const;
+    // Milliseconds from `start` to this event; both recorded and complete.
+    float ms_since(const Event& start) const;
+
+private:
+    void* handle_ = nullptr;
+};
+
+// Synchronous upload/download helpers for tests and tools (through a temporary stream).
+void upload(Buffer& dst, const void* src, std::size_t bytes);
+void download(void* dst, const Buffer& src, std::size_t bytes);
+
+}  // namespace aff::gpu

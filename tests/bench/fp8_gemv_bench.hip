@@ -1,0 +1,219 @@
+// Benchmark: decode FP8 GEMV (kernels/fp8_gemv.hip) at V4-Flash projection shapes, batch 1
+// and 4, as effective bytes/s (weights + scales + activations + outputs, each counted once)
+// over the HBM read ceiling measured in the same run by a streaming read kernel. Weights
+// rotate over enough copies to be several times the L2, so every launch reads from HBM.
+// Timing: CUDA/HIP events around a captured graph of back-to-back launches (launch gaps
+// removed, as decode will run), median of several replays; plain stream launches are shown
+// beside it. Random FP8 bytes (no NaN codes) and E8M0 scales; never zeros.
+// The last three lines are the figure, the bound and the ratio (tests/bench/RESULTS.md).
+#include "aff/gpu/check.hpp"
+#include "aff/gpu/device.hpp"
+#include "kernels/device_common.hpp"
+#include "kernels/fp8_gemv.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace aff::gpu;
+
+// Streams `n16` 16-byte words once; the xor keeps the loads alive, the impossible-looking
+// store keeps the compiler from dropping them.
+__global__ void __launch_bounds__(256) stream_read_kernel(const uint4* __restrict__ p, size_t n16, uint32_t* sink) {
+    const size_t stride = static_cast<size_t>(gridDim.x) * 256;
+    size_t i = static_cast<size_t>(blockIdx.x) * 256 + threadIdx.x;
+    uint32_t acc = 0;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const uint4 a = dev::load_stream(p + i), b = dev::load_stream(p + i + stride),
+                    c = dev::load_stream(p + i + 2 * stride), d = dev::load_stream(p + i + 3 * stride);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n16; i += stride) {
+        const uint4 a = dev::load_stream(p + i);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+    if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+// Random bytes from a hash of the index; NaN codes (0x7f, 0xff) become 0x7e, 0xfe.
+__global__ void fill_fp8_kernel(uint8_t* p, size_t n, uint32_t seed) {
+    const size_t i = static_cast<size_t>(blockIdx.x) * 256 + threadIdx.x;
+    if (i >= n) return;
+    uint32_t h = static_cast<uint32_t>(i) * 0x9e3779b1u ^ seed ^ static_cast<uint32_t>(i >> 32) * 0x85ebca6bu;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    uint8_t b = static_cast<uint8_t>(h >> 8);
+    if ((b & 0x7f) == 0x7f) b ^= 1;
+    p[i] = b;
+}
+
+void fill_fp8(Buffer& b, uint32_t seed, const Stream& s) {
+    const size_t n = b.size();
+    fill_fp8_kernel<<<dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0, static_cast<hipStream_t>(s.handle())>>>(
+        b.as<uint8_t>(), n, seed);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Bytes/s of one pass of the streaming read over a 4 GiB buffer (median of 9).
+double measure_read_ceiling(int multiprocessors) {
+    const size_t bytes = size_t{4} << 30;
+    Buffer buf(bytes), sink(sizeof(uint32_t));
+    Stream s;
+    s.fill(buf.data(), 0x5a, bytes);
+    const unsigned blocks = static_cast<unsigned>(multiprocessors) * 8;
+    auto launch = [&] {
+        stream_read_kernel<<<dim3(blocks), dim3(256), 0, static_cast<hipStream_t>(s.handle())>>>(
+            buf.as<uint4>(), bytes / 16, sink.as<uint32_t>());
+        AFF_GPU_CHECK(hipGetLastError());
+    };
+    for (int i = 0; i < 3; ++i) launch();
+    std::vector<float> ms;
+    for (int r = 0; r < 9; ++r) {
+        Event a, b;
+        a.record(s);
+        launch();
+        b.record(s);
+        b.synchronize();
+        ms.push_back(b.ms_since(a));
+    }
+    return static_cast<double>(bytes) / (median(ms) * 1e-3);
+}
+
+struct Shape {
+    const char* name;
+    int n, k;
+};
+
+struct Result {
+    double bytes = 0.0;
+    double graph_s = 0.0;  // per launch, graph replay
+    double loop_s = 0.0;   // per launch, plain stream launches
+};
+
+using GemvFn = void (*)(const uint8_t*, const uint8_t*, int, int, const float*, int, float*, void*);
+
+Result measure_gemv(const Shape& sh, int batch, GemvFn fn, std::vector<Buffer>& weights, const Buffer& scales,
+                    const Buffer& x, Buffer& y) {
+    Stream s;
+    const int copies = static_cast<int>(weights.size());
+    const int per_graph = std::max(copies, 64);
+    auto launch = [&](int i) {
+        fn(weights[i % copies].as<uint8_t>(), scales.as<uint8_t>(), sh.n, sh.k, x.as<float>(), batch, y.as<float>(),
+           s.handle());
+    };
+    for (int i = 0; i < copies; ++i) launch(i);  // warm-up
+    s.synchronize();
+
+    Result r;
+    r.bytes = static_cast<double>(sh.n) * sh.k + static_cast<double>(scales.size()) +
+              static_cast<double>(batch) * sh.k * 4 + static_cast<double>(batch) * sh.n * 4;
+    std::vector<float> ms;
+    for (int rep = 0; rep < 7; ++rep) {
+        Event a, b;
+        a.record(s);
+        for (int i = 0; i < per_graph; ++i) launch(i);
+        b.record(s);
+        b.synchronize();
+        ms.push_back(b.ms_since(a));
+    }
+    r.loop_s = median(ms) * 1e-3 / per_graph;
+
+    const auto hs = static_cast<hipStream_t>(s.handle());
+    hipGraph_t graph = nullptr;
+    hipGraphExec_t exec = nullptr;
+    AFF_GPU_CHECK(hipStreamBeginCapture(hs, hipStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per_graph; ++i) launch(i);
+    AFF_GPU_CHECK(hipStreamEndCapture(hs, &graph));
+    AFF_GPU_CHECK(hipGraphInstantiateWithFlags(&exec, graph, 0));
+    AFF_GPU_CHECK(hipGraphLaunch(exec, hs));  // warm-up
+    ms.clear();
+    for (int rep = 0; rep < 7; ++rep) {
+        Event a, b;
+        a.record(s);
+        AFF_GPU_CHECK(hipGraphLaunch(exec, hs));
+        b.record(s);
+        b.synchronize();
+        ms.push_back(b.ms_since(a));
+    }
+    AFF_GPU_CHECK(hipGraphExecDestroy(exec));
+    AFF_GPU_CHECK(hipGraphDestroy(graph));
+    r.graph_s = median(ms) * 1e-3 / per_graph;
+    return r;
+}
+
+}  // namespace
+
+int main() {
+    try {
+        use_device(select_devices(1)[0]);
+        const DeviceInfo info = device_info(0);
+        std::printf("device: %s, %d multiprocessors, L2 %.0f MiB\n", info.name.c_str(), info.multiprocessors,
+                    info.l2_bytes / 1048576.0);
+        const double ceiling = measure_read_ceiling(info.multiprocessors);
+        std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
+
+        const Shape shapes[] = {{"wq_b", 32768, 1024},     {"wo_b", 4096, 8192},      {"wo_a", 8192, 4096},
+                                {"wq_a", 1024, 4096},      {"shared w1/w3", 2048, 4096}, {"shared w2", 4096, 2048}};
+        std::mt19937 rng(12345);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        double total_bytes[2] = {0, 0}, total_graph[2] = {0, 0};
+        std::printf("%-13s %12s %5s %-10s %10s %10s %8s %10s\n", "shape", "n x k", "batch", "decoder", "graph us",
+                    "TB/s", "ceiling", "loop us");
+        for (const Shape& sh : shapes) {
+            const size_t wbytes = static_cast<size_t>(sh.n) * sh.k;
+            // Copies spanning at least 1 GiB: far beyond the L2, so every launch reads HBM.
+            const int copies = static_cast<int>(std::max<size_t>(2, (size_t{1} << 30) / wbytes));
+            std::vector<Buffer> weights;
+            Stream s;
+            for (int i = 0; i < copies; ++i) {
+                weights.emplace_back(wbytes);
+                fill_fp8(weights.back(), 0x1234u + i, s);
+            }
+            std::vector<uint8_t> sc(static_cast<size_t>((sh.n + 127) / 128) * (sh.k / 128));
+            std::uniform_int_distribution<int> e(115, 125);
+            for (uint8_t& v : sc) v = static_cast<uint8_t>(e(rng));
+            Buffer scales(sc.size());
+            upload(scales, sc.data(), sc.size());
+            std::vector<float> xv(static_cast<size_t>(kFp8GemvMaxBatch) * sh.k);
+            for (float& v : xv) v = nd(rng);
+            Buffer x(xv.size() * 4), y(static_cast<size_t>(kFp8GemvMaxBatch) * sh.n * 4);
+            upload(x, xv.data(), xv.size() * 4);
+            s.synchronize();
+            for (const int batch : {1, 4}) {
+                for (const bool bits : {false, true}) {
+                    const Result r = measure_gemv(sh, batch, bits ? fp8_gemv_bitdecode : fp8_gemv, weights, scales, x, y);
+                    const double rate = r.bytes / r.graph_s;
+                    std::printf("%-13s %6dx%-5d %5d %-10s %10.2f %10.3f %7.1f%% %10.2f\n", sh.name, sh.n, sh.k, batch,
+                                bits ? "bits" : "default", r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling,
+                                r.loop_s * 1e6);
+                    if (!bits) {
+                        total_bytes[batch == 4] += r.bytes;
+                        total_graph[batch == 4] += r.graph_s;
+                    }
+                }
+            }
+        }
+        const double b1 = total_bytes[0] / total_graph[0], b4 = total_bytes[1] / total_graph[1];
+        std::printf("figure: fp8_gemv decode over the 6 V4-Flash shapes (sum bytes / sum time, graph replay): "
+                    "batch 1 %.3f TB/s, batch 4 %.3f TB/s\n",
+                    b1 / 1e12, b4 / 1e12);
+        std::printf("bound: HBM read ceiling measured in this run: %.3f TB/s\n", ceiling / 1e12);
+        std::printf("ratio: batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n", 100.0 * b1 / ceiling,
+                    100.0 * b4 / ceiling);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "fp8_gemv_bench: %s\n", e.what());
+        return 1;
+    }
+}

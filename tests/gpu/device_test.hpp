@@ -1,0 +1,96 @@
+// The small harness of the device tests (tests/gpu/*_test.cpp): each test runs a kernel on
+// random data, runs its CPU twin (libaff/gpu/reference) on the same data, and reports one row
+// per comparison: normalised MSE against the family's bound (<stem>_max_nmse beside the
+// kernel's declaration). Outputs are poisoned with NaN before every launch, so an element the
+// kernel never wrote fails the row. main.cpp prints the table; run.sh builds and runs it.
+#pragma once
+
+#include "aff/gpu/device.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace aff::gpu::test {
+
+struct Row {
+    std::string family;   // kernel stem
+    std::string check;    // what was compared, with the shape
+    double nmse = 0.0;
+    double bound = 0.0;
+    bool pass = false;
+};
+
+using TestFn = std::function<void(std::vector<Row>&)>;
+
+std::vector<std::pair<std::string, TestFn>>& registry();
+
+struct Register {
+    Register(const char* name, TestFn fn) { registry().emplace_back(name, std::move(fn)); }
+};
+
+// ‖got − want‖² / ‖want‖²; any NaN (an unwritten, poisoned element) gives infinity.
+inline double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+    if (got.size() != want.size()) return INFINITY;
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        const double d = static_cast<double>(got[i]) - want[i];
+        num += d * d;
+        den += static_cast<double>(want[i]) * want[i];
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+inline void add(std::vector<Row>& rows, std::string family, std::string check, double value, double bound) {
+    rows.push_back({std::move(family), std::move(check), value, bound, value <= bound});
+}
+
+inline std::mt19937& rng() {
+    static std::mt19937 r(std::random_device{}());  // fresh inputs every run (METHOD: no fixed data)
+    return r;
+}
+
+inline std::vector<float> normal(size_t n, float mean = 0.0f, float stddev = 1.0f) {
+    std::normal_distribution<float> d(mean, stddev);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng());
+    return v;
+}
+
+// Device copy of a host vector.
+template <class T>
+Buffer to_device(const std::vector<T>& v) {
+    Buffer b(v.size() * sizeof(T));
+    upload(b, v.data(), v.size() * sizeof(T));
+    return b;
+}
+
+// A device buffer of n floats filled with NaN (0xff bytes).
+inline Buffer poisoned(size_t n, size_t elem = sizeof(float)) {
+    Buffer b(n * elem);
+    Stream s;
+    s.fill(b.data(), 0xff, n * elem);
+    s.synchronize();
+    return b;
+}
+
+template <class T>
+std::vector<T> to_host(const Buffer& b, size_t n) {
+    std::vector<T> v(n);
+    download(v.data(), b, n * sizeof(T));
+    return v;
+}
+
+}  // namespace aff::gpu::test
+
+#define AFF_DEVICE_TEST_CAT2(a, b) a##b
+#define AFF_DEVICE_TEST_CAT(a, b) AFF_DEVICE_TEST_CAT2(a, b)
+#define AFF_DEVICE_TEST(name)                                                                             \
+    static void AFF_DEVICE_TEST_CAT(device_test_, __LINE__)(std::vector<aff::gpu::test::Row>&);           \
+    static aff::gpu::test::Register AFF_DEVICE_TEST_CAT(device_test_reg_, __LINE__)(                      \
+        name, AFF_DEVICE_TEST_CAT(device_test_, __LINE__));                                               \
+    static void AFF_DEVICE_TEST_CAT(device_test_, __LINE__)(std::vector<aff::gpu::test::Row> & rows)

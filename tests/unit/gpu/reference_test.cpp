@@ -1,0 +1,209 @@
+// Tests for the CPU twins of the GPU kernels (libaff/gpu/reference): each is checked against
+// values worked out by hand from the model doc, so the device tests (tests/gpu) compare the
+// GPU against an oracle that is itself checked. Runs in every build; needs no GPU.
+#include "aff/gpu/reference/fp8_gemv.hpp"
+#include "aff/gpu/reference/hc.hpp"
+#include "aff/gpu/reference/rms_norm.hpp"
+#include "aff/gpu/reference/rope.hpp"
+#include "aff/gpu/reference/router_topk.hpp"
+
+#include "aff/core/error.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using Catch::Matchers::WithinRel;
+
+TEST_CASE("e4m3 and e8m0 decode the codes of the model doc", "[gpu]") {
+    CHECK(aff::cpu::e4m3_to_float(0x00) == 0.0f);
+    CHECK(aff::cpu::e4m3_to_float(0x01) == std::ldexp(1.0f, -9));    // smallest subnormal
+    CHECK(aff::cpu::e4m3_to_float(0x08) == std::ldexp(1.0f, -6));    // smallest normal
+    CHECK(aff::cpu::e4m3_to_float(0x38) == 1.0f);
+    CHECK(aff::cpu::e4m3_to_float(0x3c) == 1.5f);
+    CHECK(aff::cpu::e4m3_to_float(0x7e) == 448.0f);                  // max finite
+    CHECK(aff::cpu::e4m3_to_float(0xfe) == -448.0f);
+    CHECK(std::isnan(aff::cpu::e4m3_to_float(0x7f)));
+    CHECK(std::isnan(aff::cpu::e4m3_to_float(0xff)));
+    CHECK(aff::cpu::e8m0_to_float(127) == 1.0f);
+    CHECK(aff::cpu::e8m0_to_float(130) == 8.0f);
+    CHECK(aff::cpu::e8m0_to_float(0) == std::ldexp(1.0f, -127));
+    CHECK(std::isnan(aff::cpu::e8m0_to_float(255)));
+}
+
+TEST_CASE("fp8 gemv applies each 128x128 block's own scale", "[gpu]") {
+    // 136 rows (two row blocks), 256 columns (two column blocks); weights 1.0 (0x38) except
+    // row 130, which holds -2.0 (0xc0). Scales: 2^(1,-1) for row block 0, 2^(2,0) for row block 1.
+    const int n = 136, k = 256;
+    std::vector<uint8_t> w(static_cast<size_t>(n) * k, 0x38);
+    for (int c = 0; c < k; ++c) w[130 * k + c] = 0xc0;
+    const std::vector<uint8_t> scales = {128, 126, 129, 127};
+    std::vector<float> x(2 * k);
+    for (int c = 0; c < 2 * k; ++c) x[c] = static_cast<float>((c % 7) - 3) * 0.25f + (c >= k ? 1.0f : 0.0f);
+    std::vector<float> y(2 * n, -1.0f);
+    aff::cpu::fp8_gemv(w.data(), scales.data(), n, k, x.data(), 2, y.data());
+    for (int b = 0; b < 2; ++b) {
+        const double lo = std::accumulate(x.begin() + b * k, x.begin() + b * k + 128, 0.0);
+        const double hi = std::accumulate(x.begin() + b * k + 128, x.begin() + (b + 1) * k, 0.0);
+        CHECK_THAT(y[b * n + 5], WithinRel(2.0 * lo + 0.5 * hi, 1e-6));
+        CHECK_THAT(y[b * n + 129], WithinRel(4.0 * lo + 1.0 * hi, 1e-6));
+        CHECK_THAT(y[b * n + 130], WithinRel(-2.0 * (4.0 * lo + 1.0 * hi), 1e-6));
+    }
+}
+
+TEST_CASE("rms norm divides by the root mean square, with and without weight", "[gpu]") {
+    const std::vector<float> x = {3.0f, -4.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+    const std::vector<float> w = {1.0f, 2.0f, 3.0f, 4.0f};
+    std::vector<float> y(8);
+    aff::cpu::rms_norm(x.data(), w.data(), y.data(), 2, 4, 0.0f);
+    // Row 0: rms = sqrt(25 / 4) = 2.5.
+    CHECK_THAT(y[0], WithinRel(1.2f, 1e-6f));
+    CHECK_THAT(y[1], WithinRel(-3.2f, 1e-6f));
+    CHECK(y[2] == 0.0f);
+    CHECK_THAT(y[7], WithinRel(4.0f, 1e-6f));
+    aff::cpu::rms_norm(x.data(), nullptr, y.data(), 2, 4, 0.0f);
+    CHECK_THAT(y[1], WithinRel(-1.6f, 1e-6f));
+    CHECK_THAT(y[5], WithinRel(1.0f, 1e-6f));
+}
+
+TEST_CASE("rope tables: plain frequencies and YaRN's ramp between pairs 15 and 25", "[gpu]") {
+    const aff::RopeTable main = aff::rope_table({10000.0, 64, 1.0});
+    REQUIRE(main.pairs == 32);
+    for (int j = 0; j < 32; ++j) CHECK_THAT(main.theta[j], WithinRel(std::pow(10000.0, -j / 32.0), 1e-6));
+
+    const aff::RopeTable yarn = aff::rope_table({160000.0, 64, 16.0, 65536.0, 32.0, 1.0});
+    auto f = [](int j) { return std::pow(160000.0, -j / 32.0); };
+    for (int j = 0; j <= 15; ++j) CHECK_THAT(yarn.theta[j], WithinRel(f(j), 1e-6));
+    for (int j = 25; j < 32; ++j) CHECK_THAT(yarn.theta[j], WithinRel(f(j) / 16.0, 1e-6));
+    CHECK_THAT(yarn.theta[20], WithinRel(0.5 * f(20) / 16.0 + 0.5 * f(20), 1e-6));
+    CHECK_THAT(yarn.theta[16], WithinRel(0.1 * f(16) / 16.0 + 0.9 * f(16), 1e-6));
+
+    CHECK_THROWS_AS(aff::rope_table({10000.0, 63, 1.0}), aff::Error);
+}
+
+TEST_CASE("rope rotates trailing interleaved pairs and the inverse undoes it", "[gpu]") {
+    const aff::RopeTable t = aff::rope_table({10000.0, 4, 1.0});  // θ = 1, 0.01
+    const int dim = 8;
+    std::vector<float> x = {5, 6, 7, 8, 1, 0, 0, 1};
+    const std::vector<float> orig = x;
+    const int32_t pos = 3;
+    aff::cpu::rope(x.data(), &pos, 1, 1, dim, t, false);
+    for (int i = 0; i < 4; ++i) CHECK(x[i] == orig[i]);  // the non-rotary part is untouched
+    CHECK_THAT(x[4], WithinRel(static_cast<float>(std::cos(3.0)), 1e-6f));
+    CHECK_THAT(x[5], WithinRel(static_cast<float>(std::sin(3.0)), 1e-6f));
+    CHECK_THAT(x[6], WithinRel(static_cast<float>(-std::sin(0.03)), 1e-5f));
+    CHECK_THAT(x[7], WithinRel(static_cast<float>(std::cos(0.03)), 1e-6f));
+    aff::cpu::rope(x.data(), &pos, 1, 1, dim, t, true);
+    for (int i = 4; i < 8; ++i) CHECK(std::fabs(x[i] - orig[i]) < 1e-6f);
+}
+
+TEST_CASE("mHC pre: Sinkhorn makes comb doubly stochastic, pre and post follow the doc", "[gpu]") {
+    const int dim = 16, width = 4 * dim, rows = aff::gpu::kHcMixRows;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(width), fn(static_cast<size_t>(rows) * width), base(rows);
+    for (float& v : x) v = nd(rng);
+    for (float& v : fn) v = nd(rng) * 0.05f;  // moderate logits: Sinkhorn converges in 20 steps
+    for (float& v : base) v = nd(rng);
+    const float scale[3] = {0.5f, 0.7f, 1.3f};
+    aff::gpu::HcConfig c;
+    c.dim = dim;
+    std::vector<float> post(4), comb(16), u(dim);
+    aff::cpu::hc_pre(x.data(), 1, {fn.data(), base.data(), scale}, c, post.data(), comb.data(), u.data());
+    for (int b = 0; b < 4; ++b) {
+        double col = 0.0, row = 0.0;
+        for (int a = 0; a < 4; ++a) col += comb[a * 4 + b], row += comb[b * 4 + a];
+        CHECK(std::fabs(col - 1.0) < 1e-5);
+        CHECK(std::fabs(row - 1.0) < 1e-3);
+    }
+    for (float p : post) CHECK((p > 0.0f && p < 2.0f));
+
+    // With fn = 0 every z is 0: pre = sigmoid(base) + eps, post = 2 sigmoid(base), and comb
+    // comes from base alone.
+    std::fill(fn.begin(), fn.end(), 0.0f);
+    aff::cpu::hc_pre(x.data(), 1, {fn.data(), base.data(), scale}, c, post.data(), comb.data(), u.data());
+    auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+    for (int k = 0; k < 4; ++k) CHECK_THAT(post[k], WithinRel(2.0 * sig(base[4 + k]), 1e-6));
+    // One Sinkhorn iteration is row softmax + eps, then one column normalisation.
+    c.sinkhorn_iters = 1;
+    aff::cpu::hc_pre(x.data(), 1, {fn.data(), base.data(), scale}, c, post.data(), comb.data(), u.data());
+    double m[4][4];
+    for (int a = 0; a < 4; ++a) {
+        double sum = 0.0;
+        for (int b = 0; b < 4; ++b) sum += std::exp(base[8 + a * 4 + b]);
+        for (int b = 0; b < 4; ++b) m[a][b] = std::exp(base[8 + a * 4 + b]) / sum + 1e-6;
+    }
+    for (int b = 0; b < 4; ++b) {
+        const double col = m[0][b] + m[1][b] + m[2][b] + m[3][b] + 1e-6;
+        for (int a = 0; a < 4; ++a) CHECK_THAT(comb[a * 4 + b], WithinRel(m[a][b] / col, 1e-6));
+    }
+    for (int d = 0; d < dim; d += 5) {
+        double want = 0.0;
+        for (int k = 0; k < 4; ++k) want += (sig(base[k]) + 1e-6) * x[k * dim + d];
+        CHECK_THAT(u[d], WithinRel(want, 1e-5));
+    }
+}
+
+TEST_CASE("mHC expand feeds stream b from column b of comb (not row b)", "[gpu]") {
+    const int dim = 3;
+    std::vector<float> x = {1, 2, 3, 10, 20, 30, 100, 200, 300, 1000, 2000, 3000};
+    const std::vector<float> f = {0.5f, 0.25f, 0.125f};
+    const std::vector<float> post = {0.0f, 2.0f, 0.0f, 0.0f};
+    std::vector<float> comb(16, 0.0f);
+    comb[0 * 4 + 1] = 1.0f;  // stream 0 → new stream 1
+    comb[3 * 4 + 0] = 0.5f;  // stream 3 → new stream 0
+    aff::cpu::hc_post(x.data(), f.data(), post.data(), comb.data(), 1, dim);
+    CHECK(x[0] == 500.0f);         // 0.5 · stream 3
+    CHECK(x[3] == 1.0f + 1.0f);    // stream 0 + 2 · f
+    CHECK(x[4] == 2.0f + 0.5f);
+    CHECK(x[6] == 0.0f);           // column 2 is empty
+    CHECK(x[9] == 0.0f);
+}
+
+TEST_CASE("hyper head mixes the streams by sigmoid(scale z + base) + eps", "[gpu]") {
+    const int dim = 2;
+    const std::vector<float> x = {1, 1, 2, 2, 3, 3, 4, 4};
+    const std::vector<float> fn(4 * 4 * dim, 0.0f), base = {0.0f, 1.0f, -1.0f, 2.0f};
+    const float scale[1] = {1.0f};
+    aff::gpu::HcConfig c;
+    c.dim = dim;
+    std::vector<float> y(dim);
+    aff::cpu::hc_head(x.data(), 1, {fn.data(), base.data(), scale}, c, y.data());
+    double want = 0.0;
+    for (int k = 0; k < 4; ++k) want += (1.0 / (1.0 + std::exp(-base[k])) + 1e-6) * (k + 1);
+    CHECK_THAT(y[0], WithinRel(want, 1e-6));
+    CHECK_THAT(y[1], WithinRel(want, 1e-6));
+}
+
+TEST_CASE("router: bias only selects, weights renormalise and scale, hash uses tid2eid", "[gpu]") {
+    aff::gpu::RouterConfig c;
+    c.experts = 8;
+    c.top_k = 2;
+    c.route_scale = 1.5f;
+    const std::vector<float> logits = {0.0f, 3.0f, 30.0f, -2.0f, 1.0f, 2.0f, -5.0f, 0.5f};
+    auto s = [](double v) { return std::sqrt(v > 20.0 ? v : std::log1p(std::exp(v))); };
+    std::vector<int32_t> ids(2);
+    std::vector<float> wts(2);
+    aff::cpu::router_topk(logits.data(), 1, c, nullptr, nullptr, nullptr, ids.data(), wts.data());
+    CHECK(ids == std::vector<int32_t>{2, 1});
+    CHECK_THAT(wts[0], WithinRel(1.5 * s(30.0) / (s(30.0) + s(3.0)), 1e-6));
+
+    // A bias of +10 on expert 6 puts it first; its weight still comes from its own score.
+    std::vector<float> bias(8, 0.0f);
+    bias[6] = 10.0f;
+    aff::cpu::router_topk(logits.data(), 1, c, bias.data(), nullptr, nullptr, ids.data(), wts.data());
+    CHECK(ids == std::vector<int32_t>{6, 2});
+    CHECK_THAT(wts[0], WithinRel(1.5 * s(-5.0) / (s(-5.0) + s(30.0)), 1e-6));
+    CHECK_THAT(wts[0] + wts[1], WithinRel(1.5f, 1e-6f));
+
+    // Hash layer: token 1's row, in table order, whatever the scores say.
+    const std::vector<int32_t> tid2eid = {0, 1, 7, 3};
+    const int32_t token = 1;
+    aff::cpu::router_topk(logits.data(), 1, c, bias.data(), tid2eid.data(), &token, ids.data(), wts.data());
+    CHECK(ids == std::vector<int32_t>{7, 3});
+    CHECK_THAT(wts[1], WithinRel(1.5 * s(-2.0) / (s(0.5) + s(-2.0)), 1e-6));
+}
