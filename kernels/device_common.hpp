@@ -49,6 +49,20 @@ __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
 #endif
 #endif
 
+// Programmatic dependent launch (NVIDIA sm_90+): launch_dependents lets the next kernel in
+// the stream start; wait_prerequisites blocks until the previous kernel has finished and its
+// writes are visible. Both are no-ops for a plain launch and on other targets.
+__device__ inline void launch_dependents() {
+#if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ inline void wait_prerequisites() {
+#if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Read-only loads. weights: streamed once, kept out of L1 so activations stay there.
 #if defined(AFF_GPU_IS_CUDA)
 __device__ inline float4 ldg(const float4* p) { return __ldg(p); }

@@ -2,13 +2,15 @@
 // byte is read once, so the design keeps many 16-byte loads in flight and the activations in
 // L1. A block of 256 threads is split into row groups of `tpr` threads (a power of two,
 // 32..256, chosen from k so each thread has one or two 16-byte chunks per row); a group owns
-// kRows = 8 consecutive rows and its threads split the row's 16-byte chunks. Each thread
-// loads the chunk of all 8 rows before using any (8 loads in flight), scales its activations
-// by the chunk's E8M0 block scale once for the 8 rows, decodes the FP8 bytes in registers
-// and accumulates in fp32. The 8·batch sums are reduced across the warp by a reduce-scatter
-// butterfly (31 shuffles for 32 values instead of 160), then across the group's warps in
-// shared memory. Instantiations: batch 1..4 × the two FP8 decoders (hardware cvt on sm_89+,
-// integer bit placement elsewhere); fp8_gemv picks the hardware one where it exists.
+// kRows (4 or 8) consecutive rows and its threads split the row's 16-byte chunks. Each thread
+// loads the chunk of all its rows before using any, scales its activations by the chunk's
+// E8M0 block scale once for all rows, decodes the FP8 bytes in registers and accumulates in
+// fp32. The kRows·batch sums are reduced across the warp by a reduce-scatter butterfly (31
+// shuffles for 32 values instead of 160), then across the group's warps in shared memory.
+// With a dependent launch (NVIDIA sm_90 only; checked on H200) the kernel issues its first
+// weight loads before waiting for the previous kernel in the stream, hiding the launch gap.
+// Instantiations: batch 1..4 × kRows {8, 4} with the best FP8 decoder of the target, plus
+// batch 1..4 × kRows 8 with the portable decoder on NVIDIA (tested there for AMD's sake).
 #include "kernels/fp8_gemv.hpp"
 
 #include "aff/gpu/check.hpp"
@@ -18,7 +20,6 @@ namespace aff::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRows = 8;
 
 __host__ __device__ constexpr int pow2_at_least(int v) {
     int p = 1;
@@ -75,12 +76,13 @@ __device__ inline void warp_reduce_scatter(float (&v)[V]) {
     for (int off = kWarp / V / 2; off >= 1; off /= 2) v[0] += dev::shfl_xor(v[0], off);
 }
 
-template <int B, bool kHw>
+template <int B, int kRows, bool kHw>
 __global__ void __launch_bounds__(kThreads, 2)
     fp8_gemv_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scales, int n, int k,
                     const float* __restrict__ x, float* __restrict__ y, int tpr_log2) {
     constexpr int V = pow2_at_least(B * kRows);
     __shared__ float red[kThreads / kWarp][V];
+    dev::launch_dependents();  // the next kernel may start its own weight loads
     const int tpr = 1 << tpr_log2;
     const int tid = static_cast<int>(dev::thread_x());
     const int group = tid >> tpr_log2;
@@ -100,6 +102,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
             for (int r = 0; r < kRows; ++r) wv[r] = dev::load_stream(wr + r * row_step + c);
             const float s = dev::e8m0_to_float(srow[c >> 3]);
+            if (c == gt) dev::wait_prerequisites();  // weights are in flight; x may come from the last kernel
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 float xs[B][4];
@@ -124,6 +127,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     }
 
+    dev::wait_prerequisites();  // before y is written (also for threads that had no chunk)
     warp_reduce_scatter<V>(acc);
     constexpr int kSpread = kWarp / V;  // lanes holding the same value index
     const unsigned lane = dev::lane_id();
@@ -139,44 +143,74 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 }
 
-template <bool kHw>
+template <int kRows, bool kHw>
 void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-                     hipStream_t stream) {
+                     bool dependent, hipStream_t stream) {
     const int chunks = k / 16;
     int tpr = kWarp;
     while (tpr * 2 <= chunks && tpr < kThreads) tpr *= 2;
     const int rows_per_block = (kThreads / tpr) * kRows;
     const dim3 grid((n + rows_per_block - 1) / rows_per_block);
     const int tpr_log2 = log2_of(tpr);
+    auto go = [&](auto kernel) {
+#if defined(AFF_GPU_IS_CUDA)
+        if (dependent) {
+            cudaLaunchConfig_t config{};
+            config.gridDim = grid;
+            config.blockDim = dim3(kThreads);
+            config.stream = stream;
+            cudaLaunchAttribute attribute{};
+            attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attribute.val.programmaticStreamSerializationAllowed = 1;
+            config.attrs = &attribute;
+            config.numAttrs = 1;
+            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, w, scales, n, k, x, y, tpr_log2));
+            return;
+        }
+#endif
+        kernel<<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2);
+        AFF_GPU_CHECK(hipGetLastError());
+    };
     switch (batch) {
-        case 1: fp8_gemv_kernel<1, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
-        case 2: fp8_gemv_kernel<2, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
-        case 3: fp8_gemv_kernel<3, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
-        default: fp8_gemv_kernel<4, kHw><<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2); break;
+        case 1: go(fp8_gemv_kernel<1, kRows, kHw>); break;
+        case 2: go(fp8_gemv_kernel<2, kRows, kHw>); break;
+        case 3: go(fp8_gemv_kernel<3, kRows, kHw>); break;
+        default: go(fp8_gemv_kernel<4, kRows, kHw>); break;
     }
-    AFF_GPU_CHECK(hipGetLastError());
 }
+
+#if defined(AFF_GPU_IS_CUDA)
+constexpr bool kHardwareDecode = true;
+#else
+constexpr bool kHardwareDecode = false;
+#endif
 
 }  // namespace
 
-void fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-              void* stream) {
+void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                    const Fp8GemvTuning& t, void* stream) {
     if (k <= 0 || k % 128 != 0) throw_argument("fp8_gemv", "k must be a positive multiple of 128");
-    if (n <= 0 || n % kRows != 0) throw_argument("fp8_gemv", "n must be a positive multiple of 8");
+    if (t.rows_per_group != 4 && t.rows_per_group != 8) throw_argument("fp8_gemv", "rows_per_group must be 4 or 8");
+    if (n <= 0 || n % t.rows_per_group != 0) throw_argument("fp8_gemv", "n must be a positive multiple of rows_per_group");
     if (batch < 1 || batch > kFp8GemvMaxBatch) throw_argument("fp8_gemv", "batch must be 1..4");
+    const auto s = static_cast<hipStream_t>(stream);
+    if (t.portable_decode) {
+        if (t.rows_per_group != 8) throw_argument("fp8_gemv", "the portable decoder is built for 8 rows per group");
 #if defined(AFF_GPU_IS_CUDA)
-    launch_fp8_gemv<true>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+        launch_fp8_gemv<8, false>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
 #else
-    launch_fp8_gemv<false>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
 #endif
+    } else if (t.rows_per_group == 8) {
+        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+    } else {
+        launch_fp8_gemv<4, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+    }
 }
 
-// The other decoder, for tests/bench/fp8_gemv_bench (compares both on the same data).
-void fp8_gemv_bitdecode(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-                        void* stream) {
-    if (k <= 0 || k % 128 != 0 || n <= 0 || n % kRows != 0 || batch < 1 || batch > kFp8GemvMaxBatch)
-        throw_argument("fp8_gemv_bitdecode", "needs k % 128 == 0, n % 8 == 0, batch 1..4");
-    launch_fp8_gemv<false>(w, scales, n, k, x, batch, y, static_cast<hipStream_t>(stream));
+void fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+              void* stream) {
+    fp8_gemv_tuned(w, scales, n, k, x, batch, y, kFp8GemvDefault, stream);
 }
 
 }  // namespace aff::gpu

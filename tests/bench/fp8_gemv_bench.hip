@@ -2,10 +2,12 @@
 // and 4, as effective bytes/s (weights + scales + activations + outputs, each counted once)
 // over the HBM read ceiling measured in the same run by a streaming read kernel. Weights
 // rotate over enough copies to be several times the L2, so every launch reads from HBM.
-// Timing: CUDA/HIP events around a captured graph of back-to-back launches (launch gaps
-// removed, as decode will run), median of several replays; plain stream launches are shown
-// beside it. Random FP8 bytes (no NaN codes) and E8M0 scales; never zeros.
-// The last three lines are the figure, the bound and the ratio (tests/bench/RESULTS.md).
+// Timing: CUDA/HIP events around a captured graph of back-to-back launches (as decode will
+// run), median of several replays; plain stream launches are shown beside it. Every tuning
+// of fp8_gemv_tuned is timed, and per shape a read-only kernel streaming the same bytes per
+// launch shows what a single launch of that size can reach. Random FP8 bytes (no NaN codes)
+// and E8M0 scales; never zeros. The last three lines are the figure, the bound and the ratio
+// of the default tuning (tests/bench/RESULTS.md).
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "kernels/device_common.hpp"
@@ -101,23 +103,15 @@ struct Result {
     double loop_s = 0.0;   // per launch, plain stream launches
 };
 
-using GemvFn = void (*)(const uint8_t*, const uint8_t*, int, int, const float*, int, float*, void*);
-
-Result measure_gemv(const Shape& sh, int batch, GemvFn fn, std::vector<Buffer>& weights, const Buffer& scales,
-                    const Buffer& x, Buffer& y) {
-    Stream s;
-    const int copies = static_cast<int>(weights.size());
+// Per-launch time of `launch(i)` (i cycles over the weight copies): plain stream launches,
+// then a captured graph of the same launches.
+template <class Launch>
+Result measure(int copies, const Stream& s, Launch&& launch_on) {
+    auto launch = [&](int i) { launch_on(i, s); };
     const int per_graph = std::max(copies, 64);
-    auto launch = [&](int i) {
-        fn(weights[i % copies].as<uint8_t>(), scales.as<uint8_t>(), sh.n, sh.k, x.as<float>(), batch, y.as<float>(),
-           s.handle());
-    };
     for (int i = 0; i < copies; ++i) launch(i);  // warm-up
     s.synchronize();
-
     Result r;
-    r.bytes = static_cast<double>(sh.n) * sh.k + static_cast<double>(scales.size()) +
-              static_cast<double>(batch) * sh.k * 4 + static_cast<double>(batch) * sh.n * 4;
     std::vector<float> ms;
     for (int rep = 0; rep < 7; ++rep) {
         Event a, b;
@@ -128,7 +122,6 @@ Result measure_gemv(const Shape& sh, int batch, GemvFn fn, std::vector<Buffer>& 
         ms.push_back(b.ms_since(a));
     }
     r.loop_s = median(ms) * 1e-3 / per_graph;
-
     const auto hs = static_cast<hipStream_t>(s.handle());
     hipGraph_t graph = nullptr;
     hipGraphExec_t exec = nullptr;
@@ -152,6 +145,34 @@ Result measure_gemv(const Shape& sh, int batch, GemvFn fn, std::vector<Buffer>& 
     return r;
 }
 
+Result measure_gemv(const Shape& sh, int batch, const Fp8GemvTuning& t, std::vector<Buffer>& weights,
+                    const Buffer& scales, const Buffer& x, Buffer& y) {
+    Stream s;
+    Result r = measure(static_cast<int>(weights.size()), s, [&](int i, const Stream& st) {
+        fp8_gemv_tuned(weights[i % weights.size()].as<uint8_t>(), scales.as<uint8_t>(), sh.n, sh.k, x.as<float>(), batch,
+                       y.as<float>(), t, st.handle());
+    });
+    r.bytes = static_cast<double>(sh.n) * sh.k + static_cast<double>(scales.size()) +
+              static_cast<double>(batch) * sh.k * 4 + static_cast<double>(batch) * sh.n * 4;
+    return r;
+}
+
+// The read-only kernel over one weight copy per launch: the best a single launch of this
+// many bytes does with nothing but loads.
+Result measure_read(std::vector<Buffer>& weights, int multiprocessors, Buffer& sink) {
+    Stream s;
+    const size_t n16 = weights[0].size() / 16;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<size_t>(static_cast<size_t>(multiprocessors) * 8, (n16 + 1023) / 1024));
+    Result r = measure(static_cast<int>(weights.size()), s, [&](int i, const Stream& st) {
+        stream_read_kernel<<<dim3(blocks), dim3(256), 0, static_cast<hipStream_t>(st.handle())>>>(
+            weights[i % weights.size()].as<uint4>(), n16, sink.as<uint32_t>());
+        AFF_GPU_CHECK(hipGetLastError());
+    });
+    r.bytes = static_cast<double>(weights[0].size());
+    return r;
+}
+
 }  // namespace
 
 int main() {
@@ -167,8 +188,23 @@ int main() {
                                 {"wq_a", 1024, 4096},      {"shared w1/w3", 2048, 4096}, {"shared w2", 4096, 2048}};
         std::mt19937 rng(12345);
         std::normal_distribution<float> nd(0.0f, 1.0f);
-        double total_bytes[2] = {0, 0}, total_graph[2] = {0, 0};
-        std::printf("%-13s %12s %5s %-10s %10s %10s %8s %10s\n", "shape", "n x k", "batch", "decoder", "graph us",
+        struct Variant {
+            const char* name;
+            Fp8GemvTuning tuning;
+        };
+        const Variant variants[] = {{"rows8", {8, false, false}},     {"rows8 dep", {8, true, false}},
+                                    {"rows4", {4, false, false}},     {"rows4 dep", {4, true, false}},
+                                    {"rows8 port", {8, false, true}}};
+        constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
+        int default_variant = -1;
+        for (int v = 0; v < kVariants; ++v)
+            if (variants[v].tuning.rows_per_group == kFp8GemvDefault.rows_per_group &&
+                variants[v].tuning.dependent_launch == kFp8GemvDefault.dependent_launch &&
+                variants[v].tuning.portable_decode == kFp8GemvDefault.portable_decode)
+                default_variant = v;
+        double total_bytes[kVariants][2] = {}, total_time[kVariants][2] = {};
+        Buffer sink(sizeof(uint32_t));
+        std::printf("%-13s %12s %5s %-11s %10s %8s %8s %10s\n", "shape", "n x k", "batch", "tuning", "graph us",
                     "TB/s", "ceiling", "loop us");
         for (const Shape& sh : shapes) {
             const size_t wbytes = static_cast<size_t>(sh.n) * sh.k;
@@ -190,24 +226,31 @@ int main() {
             Buffer x(xv.size() * 4), y(static_cast<size_t>(kFp8GemvMaxBatch) * sh.n * 4);
             upload(x, xv.data(), xv.size() * 4);
             s.synchronize();
+            const Result rd = measure_read(weights, info.multiprocessors, sink);
+            std::printf("%-13s %6dx%-5d %5s %-11s %10.2f %8.3f %7.1f%% %10.2f\n", sh.name, sh.n, sh.k, "-", "read-only",
+                        rd.graph_s * 1e6, rd.bytes / rd.graph_s / 1e12, 100.0 * rd.bytes / rd.graph_s / ceiling,
+                        rd.loop_s * 1e6);
             for (const int batch : {1, 4}) {
-                for (const bool bits : {false, true}) {
-                    const Result r = measure_gemv(sh, batch, bits ? fp8_gemv_bitdecode : fp8_gemv, weights, scales, x, y);
+                for (int v = 0; v < kVariants; ++v) {
+                    const Result r = measure_gemv(sh, batch, variants[v].tuning, weights, scales, x, y);
                     const double rate = r.bytes / r.graph_s;
-                    std::printf("%-13s %6dx%-5d %5d %-10s %10.2f %10.3f %7.1f%% %10.2f\n", sh.name, sh.n, sh.k, batch,
-                                bits ? "bits" : "default", r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling,
+                    std::printf("%-13s %6dx%-5d %5d %-11s %10.2f %8.3f %7.1f%% %10.2f\n", sh.name, sh.n, sh.k, batch,
+                                variants[v].name, r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling,
                                 r.loop_s * 1e6);
-                    if (!bits) {
-                        total_bytes[batch == 4] += r.bytes;
-                        total_graph[batch == 4] += r.graph_s;
-                    }
+                    total_bytes[v][batch == 4] += r.bytes;
+                    total_time[v][batch == 4] += r.graph_s;
                 }
             }
         }
-        const double b1 = total_bytes[0] / total_graph[0], b4 = total_bytes[1] / total_graph[1];
-        std::printf("figure: fp8_gemv decode over the 6 V4-Flash shapes (sum bytes / sum time, graph replay): "
-                    "batch 1 %.3f TB/s, batch 4 %.3f TB/s\n",
-                    b1 / 1e12, b4 / 1e12);
+        for (int v = 0; v < kVariants; ++v)
+            std::printf("summary %-11s batch 1 %.3f TB/s (%.1f%%), batch 4 %.3f TB/s (%.1f%%)\n", variants[v].name,
+                        total_bytes[v][0] / total_time[v][0] / 1e12, 100.0 * total_bytes[v][0] / total_time[v][0] / ceiling,
+                        total_bytes[v][1] / total_time[v][1] / 1e12, 100.0 * total_bytes[v][1] / total_time[v][1] / ceiling);
+        const int d = default_variant < 0 ? 0 : default_variant;
+        const double b1 = total_bytes[d][0] / total_time[d][0], b4 = total_bytes[d][1] / total_time[d][1];
+        std::printf("figure: fp8_gemv (default tuning: %s) over the 6 V4-Flash shapes (sum bytes / sum time, graph "
+                    "replay): batch 1 %.3f TB/s, batch 4 %.3f TB/s\n",
+                    variants[d].name, b1 / 1e12, b4 / 1e12);
         std::printf("bound: HBM read ceiling measured in this run: %.3f TB/s\n", ceiling / 1e12);
         std::printf("ratio: batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n", 100.0 * b1 / ceiling,
                     100.0 * b4 / ceiling);

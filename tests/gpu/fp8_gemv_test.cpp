@@ -1,5 +1,7 @@
-// Device test: kernels/fp8_gemv.hip (both FP8 decoders) against the CPU twin at V4-Flash
-// projection shapes, batch 1–4, random FP8 bytes (NaN codes excluded) and E8M0 block scales.
+// Device test: kernels/fp8_gemv.hip in every tuning (8 or 4 rows per group, plain or
+// dependent launch, hardware or portable FP8 decoder) against the CPU twin at V4-Flash
+// projection shapes, batch 1–4, random FP8 bytes (NaN codes excluded) and E8M0 block scales;
+// and a chain of two dependent launches where the second reads what the first wrote.
 #include "device_test.hpp"
 
 #include "aff/gpu/reference/fp8_gemv.hpp"
@@ -29,19 +31,57 @@ AFF_DEVICE_TEST("fp8_gemv") {
             aff::gpu::Buffer dx = to_device(x);
             const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
                                       " batch " + std::to_string(batch);
-            for (const bool bits : {false, true}) {
+            const aff::gpu::Fp8GemvTuning tunings[] = {{8, false, false}, {8, true, false}, {4, false, false},
+                                                       {4, true, false}, {8, false, true}};
+            for (const aff::gpu::Fp8GemvTuning& t : tunings) {
                 aff::gpu::Buffer dy = poisoned(want.size());
                 aff::gpu::Stream s;
-                if (bits)
-                    aff::gpu::fp8_gemv_bitdecode(dw.as<uint8_t>(), ds.as<uint8_t>(), sh.n, sh.k, dx.as<float>(), batch,
-                                                 dy.as<float>(), s.handle());
-                else
-                    aff::gpu::fp8_gemv(dw.as<uint8_t>(), ds.as<uint8_t>(), sh.n, sh.k, dx.as<float>(), batch,
-                                       dy.as<float>(), s.handle());
+                aff::gpu::fp8_gemv_tuned(dw.as<uint8_t>(), ds.as<uint8_t>(), sh.n, sh.k, dx.as<float>(), batch,
+                                         dy.as<float>(), t, s.handle());
                 s.synchronize();
-                add(rows, "fp8_gemv", shape + (bits ? " bitdecode" : ""), nmse(to_host<float>(dy, want.size()), want),
+                const std::string tuning = " rows " + std::to_string(t.rows_per_group) +
+                                           (t.dependent_launch ? " dep" : "") + (t.portable_decode ? " portable" : "");
+                add(rows, "fp8_gemv", shape + tuning, nmse(to_host<float>(dy, want.size()), want),
                     aff::gpu::fp8_gemv_max_nmse);
             }
         }
+    }
+}
+
+AFF_DEVICE_TEST("fp8_gemv chain") {
+    // y1 = W1 x (1024 → 4096), y2 = W2 y1 (4096 → 2048), both launched dependent on one stream,
+    // y1 poisoned first: the second launch must wait for the first before reading y1.
+    const int k1 = 1024, n1 = 4096, n2 = 2048, batch = 4;
+    auto random_fp8 = [](size_t count) {
+        std::vector<uint8_t> v(count);
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (uint8_t& b : v) {
+            b = static_cast<uint8_t>(byte(rng()));
+            if ((b & 0x7f) == 0x7f) b ^= 1;
+        }
+        return v;
+    };
+    const std::vector<uint8_t> w1 = random_fp8(static_cast<size_t>(n1) * k1), w2 = random_fp8(static_cast<size_t>(n2) * n1);
+    const std::vector<uint8_t> s1((n1 / 128) * (k1 / 128), 120), s2((n2 / 128) * (n1 / 128), 118);
+    const std::vector<float> x = normal(static_cast<size_t>(batch) * k1);
+    std::vector<float> y1(static_cast<size_t>(batch) * n1), want(static_cast<size_t>(batch) * n2);
+    aff::cpu::fp8_gemv(w1.data(), s1.data(), n1, k1, x.data(), batch, y1.data());
+    aff::cpu::fp8_gemv(w2.data(), s2.data(), n2, n1, y1.data(), batch, want.data());
+    aff::gpu::Buffer dw1 = to_device(w1), dw2 = to_device(w2), ds1 = to_device(s1), ds2 = to_device(s2),
+                     dx = to_device(x);
+    for (const int rows_per_group : {8, 4}) {
+        aff::gpu::Buffer dy1 = poisoned(y1.size()), dy2 = poisoned(want.size());
+        aff::gpu::Stream s;
+        const aff::gpu::Fp8GemvTuning t{rows_per_group, true, false};
+        for (int rep = 0; rep < 20; ++rep) {  // repeated: a missing wait shows up as a race
+            s.fill(dy1.data(), 0xff, y1.size() * sizeof(float));
+            aff::gpu::fp8_gemv_tuned(dw1.as<uint8_t>(), ds1.as<uint8_t>(), n1, k1, dx.as<float>(), batch, dy1.as<float>(),
+                                     t, s.handle());
+            aff::gpu::fp8_gemv_tuned(dw2.as<uint8_t>(), ds2.as<uint8_t>(), n2, n1, dy1.as<float>(), batch,
+                                     dy2.as<float>(), t, s.handle());
+        }
+        s.synchronize();
+        add(rows, "fp8_gemv", "dependent chain 1024→4096→2048 batch 4 rows " + std::to_string(rows_per_group),
+            nmse(to_host<float>(dy2, want.size()), want), aff::gpu::fp8_gemv_max_nmse);
     }
 }
