@@ -1,0 +1,102 @@
+// Lloyd training of the trellis codebook (codebook_train.hpp). Blocks are split into a
+// fixed number of shards independent of the thread count, and shard sums are added in
+// shard order, so the result is a pure function of the options.
+#include "aff/quant/codebook_train.hpp"
+
+#include "aff/quant/half.hpp"
+#include "aff/quant/trellis.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace aff::quant {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+
+constexpr std::uint64_t kShards = 64;
+
+}  // namespace
+
+double gaussian_sample(std::uint64_t seed, std::uint64_t index) {
+    const std::uint64_t pair = index / 2;
+    const std::uint64_t base = splitmix64(seed ^ splitmix64(pair));
+    const double u1 = unit_open(splitmix64(base)), u2 = unit_open(splitmix64(base + 1));
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double a = 6.283185307179586 * u2;
+    return (index & 1) ? r * std::sin(a) : r * std::cos(a);
+}
+
+Codebook train_codebook(const TrainOptions& opt, ThreadPool& pool, const Codebook* start) {
+    std::vector<std::uint16_t> values(Codebook::kEntries * Codebook::kDim);
+    if (start) {
+        values.assign(start->fp16_values().begin(), start->fp16_values().end());
+    } else {
+        for (std::size_t i = 0; i < values.size(); ++i)
+            values[i] = float_to_fp16(static_cast<float>(gaussian_sample(opt.seed + 1000003, i)));
+    }
+    std::vector<float> data(opt.blocks * kBlockWeights);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(gaussian_sample(opt.seed, i));
+
+    struct Sums {
+        std::vector<double> s0, s1, n;
+        double error = 0;
+    };
+    for (int it = 0; it < opt.iterations; ++it) {
+        const Codebook cb(values);
+        std::vector<Sums> shards(kShards);
+        pool.parallel_for(kShards, [&](std::size_t begin, std::size_t end) {
+            TrellisScratch scratch;
+            std::uint8_t block[kBlockBytes];
+            std::uint16_t windows[kBlockSteps];
+            for (std::size_t sh = begin; sh < end; ++sh) {
+                Sums& s = shards[sh];
+                s.s0.assign(Codebook::kEntries, 0);
+                s.s1.assign(Codebook::kEntries, 0);
+                s.n.assign(Codebook::kEntries, 0);
+                for (std::uint64_t b = opt.blocks * sh / kShards; b < opt.blocks * (sh + 1) / kShards; ++b) {
+                    const float* x = &data[b * kBlockWeights];
+                    encode_block(x, nullptr, cb, scratch, block, opt.encode);
+                    block_windows(block, windows);
+                    const float scale = block_scale(block);
+                    for (int t = 0; t < kBlockSteps; ++t) {
+                        const double y0 = x[2 * t] / scale, y1 = x[2 * t + 1] / scale;
+                        s.s0[windows[t]] += y0;
+                        s.s1[windows[t]] += y1;
+                        s.n[windows[t]] += 1;
+                        const double d0 = x[2 * t] - scale * cb.coord0()[windows[t]];
+                        const double d1 = x[2 * t + 1] - scale * cb.coord1()[windows[t]];
+                        s.error += d0 * d0 + d1 * d1;
+                    }
+                }
+            }
+        });
+        double error = 0;
+        std::vector<double> s0(Codebook::kEntries, 0), s1(Codebook::kEntries, 0), n(Codebook::kEntries, 0);
+        for (const Sums& s : shards) {
+            error += s.error;
+            for (int e = 0; e < Codebook::kEntries; ++e) {
+                s0[e] += s.s0[e];
+                s1[e] += s.s1[e];
+                n[e] += s.n[e];
+            }
+        }
+        for (int e = 0; e < Codebook::kEntries; ++e) {
+            if (n[e] == 0) continue;  // an entry nobody chose keeps its value
+            values[2 * e] = float_to_fp16(static_cast<float>(s0[e] / n[e]));
+            values[2 * e + 1] = float_to_fp16(static_cast<float>(s1[e] / n[e]));
+        }
+        if (opt.on_iteration) opt.on_iteration(it, error / static_cast<double>(data.size()));
+    }
+    return Codebook(values);
+}
+
+}  // namespace aff::quant

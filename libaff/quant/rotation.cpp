@@ -1,0 +1,57 @@
+// Randomised Hadamard transform (rotation.hpp). The signs come from splitmix64 of the
+// column index so that the spec can define them in one line and a GPU kernel can
+// compute them instead of loading a table.
+#include "aff/quant/rotation.hpp"
+
+#include "aff/core/error.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace aff::quant {
+
+namespace {
+
+void walsh_hadamard(float* v, std::size_t n) {
+    for (std::size_t len = 1; len < n; len <<= 1)
+        for (std::size_t i = 0; i < n; i += 2 * len)
+            for (std::size_t j = i; j < i + len; ++j) {
+                const float a = v[j], b = v[j + len];
+                v[j] = a + b;
+                v[j + len] = a - b;
+            }
+}
+
+void check(std::size_t n) {
+    if (!rotation_supported(n)) throw_internal("rotation of a dimension that is not a power of two: " + std::to_string(n));
+}
+
+}  // namespace
+
+bool rotation_supported(std::size_t n) { return n >= 2 && (n & (n - 1)) == 0; }
+
+float rotation_sign(std::size_t i) {
+    std::uint64_t x = 0x616666726f746174ull + static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (x >> 63) ? -1.0f : 1.0f;
+}
+
+void rotate(float* v, std::size_t n) {
+    check(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] *= rotation_sign(i);
+    walsh_hadamard(v, n);
+    const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+    for (std::size_t i = 0; i < n; ++i) v[i] *= norm;
+}
+
+void unrotate(float* v, std::size_t n) {
+    check(n);
+    walsh_hadamard(v, n);
+    const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+    for (std::size_t i = 0; i < n; ++i) v[i] *= norm * rotation_sign(i);
+}
+
+}  // namespace aff::quant

@@ -1,0 +1,62 @@
+// The block code of formats/quant-codebook.md §4: 256 weights as a 128-step bitshift
+// trellis over 2-dimensional codebook entries, 720 index bits + one bf16 scale = 92
+// bytes (2.875 bits a weight). encode_block finds the index bits with a Viterbi search
+// minimising the importance-weighted squared error; decode_block is the reference
+// decoder every other decoder (GPU kernels included) must match bit for bit.
+#pragma once
+
+#include "aff/quant/codebook.hpp"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace aff::quant {
+
+constexpr int kBlockWeights = 256;
+constexpr int kBlockSteps = kBlockWeights / Codebook::kDim;  // 128
+constexpr int kIndexBytes = 90;                              // 720 bits
+constexpr int kBlockBytes = kIndexBytes + 2;                 // + bf16 scale
+// Bits consumed by the steps of each period of 8 (45 bits per 16 weights).
+constexpr std::array<int, 8> kStepBits{6, 5, 6, 6, 5, 6, 5, 6};
+constexpr int kPeriodBits = 45;
+
+// Bit offset just past step t's fresh bits in the block's index stream.
+constexpr int step_end_bit(int t) {
+    int within = 0;
+    for (int i = 0; i <= t % 8; ++i) within += kStepBits[i];
+    return kPeriodBits * (t / 8) + within;
+}
+
+struct EncodeOptions {
+    // Search passes: 1 uses the block's (weighted) RMS as scale; each further pass refits
+    // the scale by least squares to the chosen entries and searches again.
+    int passes = 1;
+};
+
+// Per-thread working memory of the Viterbi search (about 80 KiB), reused across blocks.
+class TrellisScratch {
+public:
+    TrellisScratch();
+    std::vector<float> best;  // per step, the cheapest predecessor cost of each state
+    std::vector<float> last;  // costs of every window at the final step
+    std::array<std::uint16_t, kBlockSteps> windows{};
+};
+
+// Encodes x[0..256) into out[0..92). importance (nullptr: all 1) weighs each position's
+// squared error; a position with importance 0 is free (used for padding past the end
+// of a row). Non-finite input throws aff::Error (format).
+void encode_block(const float* x, const float* importance, const Codebook& codebook, TrellisScratch& scratch,
+                  std::uint8_t* out, const EncodeOptions& options = {});
+
+// Decodes 256 weights from a 92-byte block.
+void decode_block(const std::uint8_t* block, const Codebook& codebook, float* out);
+
+// The 128 windows a block's index bits spell (what decode_block looks entries up by).
+void block_windows(const std::uint8_t* block, std::uint16_t* windows);
+float block_scale(const std::uint8_t* block);
+
+// Σ decoded[i]·x[i] over the block without materialising the weights.
+float dot_block(const std::uint8_t* block, const Codebook& codebook, const float* x);
+
+}  // namespace aff::quant
