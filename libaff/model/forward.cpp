@@ -1,0 +1,534 @@
+// The CPU reference forward (see forward.hpp). Section numbers refer to the model doc
+// (model-deepseek-v4.md). Written to be read: one function per block of the model,
+// float32 throughout, every loop in the order the math is written. Parallel loops
+// split work so each output value is computed by exactly one thread in a fixed order,
+// which keeps results identical at any thread count.
+#include "aff/model/forward.hpp"
+
+#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace aff {
+
+namespace {
+float dot(const float* a, const float* b, int n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; ++i) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+// Y[t, r] = W[r, :] · X[t, :] for t < n, r < rows: the one matrix product of the model.
+// Split over rows so a single token (decode) still uses every thread.
+void gemm(ThreadPool& pool, const float* W, int rows, int cols, const float* X, int ldx, int n, float* Y, int ldy) {
+    const std::size_t min_chunk = std::max<std::size_t>(1, 8192 / std::max<std::size_t>(1, std::size_t(cols) * n));
+    pool.parallel_for(
+        static_cast<std::size_t>(rows),
+        [&](std::size_t r0, std::size_t r1) {
+            for (std::size_t r = r0; r < r1; ++r) {
+                const float* w = W + r * cols;
+                for (int t = 0; t < n; ++t) Y[std::size_t(t) * ldy + r] = dot(w, X + std::size_t(t) * ldx, cols);
+            }
+        },
+        min_chunk);
+}
+
+void gemm(ThreadPool& pool, const Matrix& W, const float* X, int n, float* Y) {
+    gemm(pool, W.w.data(), W.rows, W.cols, X, W.cols, n, Y, W.rows);
+}
+
+// y = w ⊙ x / rms(x) (w null: unweighted), §3.1.
+void rms_norm(const float* x, int d, const float* w, double eps, float* y) {
+    double ss = 0;
+    for (int i = 0; i < d; ++i) ss += double(x[i]) * x[i];
+    const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
+    for (int i = 0; i < d; ++i) y[i] = w ? w[i] * (x[i] * r) : x[i] * r;
+}
+
+// Interleaved RoPE on pairs (x[2j], x[2j+1]) of the rotary slice, §3.3; inverse = the
+// conjugate rotation used to de-rotate the attention output (§3.4).
+void rope(float* x, const std::vector<float>& inv_freq, std::int64_t pos, bool inverse = false) {
+    for (std::size_t j = 0; j < inv_freq.size(); ++j) {
+        const float angle = inv_freq[j] * static_cast<float>(pos);  // float32, as the oracle computes it
+        const float c = static_cast<float>(std::cos(double(angle)));
+        const float s = static_cast<float>(std::sin(double(angle))) * (inverse ? -1.0f : 1.0f);
+        const float e = x[2 * j], o = x[2 * j + 1];
+        x[2 * j] = e * c - o * s;
+        x[2 * j + 1] = o * c + e * s;
+    }
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
+
+// mHC coefficients of one token (§3.2 steps 1-7): pre [n], post [n], comb [n, n].
+void hc_coefficients(const HyperConnectionWeights& w, const float* mix_raw, const float* x, int nD, int hc,
+                     double rms_eps, double hc_eps, int iters, float* pre, float* post, float* comb) {
+    double ss = 0;
+    for (int i = 0; i < nD; ++i) ss += double(x[i]) * x[i];
+    const float r = static_cast<float>(1.0 / std::sqrt(ss / nD + rms_eps));
+    const float eps = static_cast<float>(hc_eps);
+    for (int k = 0; k < hc; ++k) {
+        pre[k] = sigmoid(mix_raw[k] * r * w.scale[0] + w.base[k]) + eps;
+        post[k] = 2.0f * sigmoid(mix_raw[hc + k] * r * w.scale[1] + w.base[hc + k]);
+    }
+    float* C = comb;
+    for (int i = 0; i < hc * hc; ++i) C[i] = mix_raw[2 * hc + i] * r * w.scale[2] + w.base[2 * hc + i];
+    for (int a = 0; a < hc; ++a) {  // row softmax, then + eps
+        float m = -std::numeric_limits<float>::infinity();
+        for (int b = 0; b < hc; ++b) m = std::max(m, C[a * hc + b]);
+        float s = 0;
+        for (int b = 0; b < hc; ++b) s += (C[a * hc + b] = std::exp(C[a * hc + b] - m));
+        for (int b = 0; b < hc; ++b) C[a * hc + b] = C[a * hc + b] / s + eps;
+    }
+    auto normalise_columns = [&] {
+        for (int b = 0; b < hc; ++b) {
+            float s = 0;
+            for (int a = 0; a < hc; ++a) s += C[a * hc + b];
+            for (int a = 0; a < hc; ++a) C[a * hc + b] /= s + eps;
+        }
+    };
+    auto normalise_rows = [&] {
+        for (int a = 0; a < hc; ++a) {
+            float s = 0;
+            for (int b = 0; b < hc; ++b) s += C[a * hc + b];
+            for (int b = 0; b < hc; ++b) C[a * hc + b] /= s + eps;
+        }
+    };
+    normalise_columns();
+    for (int it = 1; it < iters; ++it) {
+        normalise_rows();
+        normalise_columns();
+    }
+}
+}  // namespace
+
+std::vector<float> rope_inv_freq(const RopeTable& t, int rope_dim) {
+    const int half = rope_dim / 2;
+    std::vector<float> inv(half);
+    // Computed as torch does (float32 powers) so angles match the oracle closely.
+    for (int j = 0; j < half; ++j) inv[j] = 1.0f / std::pow(static_cast<float>(t.theta), static_cast<float>(2 * j) / rope_dim);
+    if (!t.yarn) return inv;
+    // YaRN (§3.3): pairs rotating fewer than beta_slow times over the original context
+    // are interpolated (divided by factor), those above beta_fast kept, linear between.
+    auto correction_dim = [&](double rotations) {
+        return rope_dim * std::log(t.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(t.theta));
+    };
+    double low = std::max(0.0, std::floor(correction_dim(t.beta_fast)));
+    double high = std::min(double(rope_dim - 1), std::ceil(correction_dim(t.beta_slow)));
+    if (low == high) high += 0.001;
+    for (int j = 0; j < half; ++j) {
+        const double ramp = std::clamp((j - low) / (high - low), 0.0, 1.0);
+        const float extrapolation = static_cast<float>(1.0 - ramp);
+        const float interpolated = inv[j] / static_cast<float>(t.factor);
+        inv[j] = interpolated * (1 - extrapolation) + inv[j] * extrapolation;
+    }
+    return inv;
+}
+
+Model::Model(ModelConfig config, ModelWeights weights, ThreadPool& pool, ForwardOptions options)
+    : config_(std::move(config)), weights_(std::move(weights)), pool_(pool), options_(options) {
+    inv_freq_main_ = rope_inv_freq(config_.rope_main, config_.rope_dim);
+    inv_freq_compress_ = rope_inv_freq(config_.rope_compress, config_.rope_dim);
+    if (config_.rope_main.attention_factor != 1.0 || config_.rope_compress.attention_factor != 1.0)
+        throw_unsupported("RoPE attention_factor other than 1 (V4 applies no mscale)");
+}
+
+std::unique_ptr<Model> Model::load(const std::string& dir, ThreadPool& pool, ForwardOptions options) {
+    Checkpoint ck(dir);
+    ModelConfig config = parse_model_config(ck.config_json(), ck.config_path());
+    ModelWeights weights = load_model_weights(ck, config);
+    return std::make_unique<Model>(std::move(config), std::move(weights), pool, options);
+}
+
+DecodeState Model::new_state() const {
+    const ModelConfig& c = config_;
+    auto layer_state = [&](const LayerWeights& w) {
+        LayerState s;
+        s.ring.assign(std::size_t(c.sliding_window) * c.head_dim, 0.0f);
+        auto init = [](const CompressorWeights& cw, CompressorState& cs) {
+            const int width = cw.overlap ? 2 * cw.dim : cw.dim;
+            cs.pending_kv.assign(std::size_t(cw.ratio) * width, 0.0f);
+            cs.pending_gate.assign(std::size_t(cw.ratio) * width, 0.0f);
+            cs.prev_kv.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
+            cs.prev_gate.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
+        };
+        if (w.attn.has_compressor) init(w.attn.compressor, s.compressor);
+        if (w.attn.has_indexer) init(w.attn.index_compressor, s.indexer);
+        return s;
+    };
+    DecodeState st;
+    for (const LayerWeights& w : weights_.layers) st.layers.push_back(layer_state(w));
+    for (const MtpWeights& m : weights_.mtp) st.mtp.push_back(layer_state(m.layer));
+    return st;
+}
+
+// §3.5 / §4.3 step 2: project the chunk's tokens, append them to the pending window,
+// and emit one entry each time a window of `ratio` tokens completes.
+void Model::compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const {
+    const int r = w.ratio, dim = w.dim, width = w.overlap ? 2 * dim : dim, D = config_.hidden_size;
+    std::vector<float> kv(std::size_t(n) * width), gate(std::size_t(n) * width);
+    gemm(pool_, w.wkv, a, n, kv.data());
+    gemm(pool_, w.wgate, a, n, gate.data());
+    (void)D;
+    std::vector<float> logits, values, entry(dim);
+    for (int t = 0; t < n; ++t) {
+        const std::int64_t p = start + t;
+        const float* ape = w.ape.row(static_cast<int>(p % r));
+        float* pk = st.pending_kv.data() + std::size_t(st.pending) * width;
+        float* pg = st.pending_gate.data() + std::size_t(st.pending) * width;
+        for (int i = 0; i < width; ++i) {
+            pk[i] = kv[std::size_t(t) * width + i];
+            pg[i] = gate[std::size_t(t) * width + i] + ape[i];
+        }
+        if (++st.pending < r) continue;
+        // Window complete: softmax over its slots per channel. CSA (overlap): the previous
+        // window's first halves (Ca) + this window's second halves (Cb), 2r slots (§3.5).
+        const int w_index = st.count;
+        for (int d = 0; d < dim; ++d) {
+            logits.clear();
+            values.clear();
+            if (w.overlap) {
+                if (st.has_prev)
+                    for (int i = 0; i < r; ++i) {
+                        logits.push_back(st.prev_gate[std::size_t(i) * dim + d]);
+                        values.push_back(st.prev_kv[std::size_t(i) * dim + d]);
+                    }
+                for (int i = 0; i < r; ++i) {
+                    logits.push_back(st.pending_gate[std::size_t(i) * width + dim + d]);
+                    values.push_back(st.pending_kv[std::size_t(i) * width + dim + d]);
+                }
+            } else {
+                for (int i = 0; i < r; ++i) {
+                    logits.push_back(st.pending_gate[std::size_t(i) * width + d]);
+                    values.push_back(st.pending_kv[std::size_t(i) * width + d]);
+                }
+            }
+            const float m = *std::max_element(logits.begin(), logits.end());
+            float denom = 0, acc = 0;
+            for (std::size_t i = 0; i < logits.size(); ++i) denom += std::exp(logits[i] - m);
+            for (std::size_t i = 0; i < logits.size(); ++i) acc += std::exp(logits[i] - m) / denom * values[i];
+            entry[d] = acc;
+        }
+        rms_norm(entry.data(), dim, w.norm.data(), config_.rms_norm_eps, entry.data());
+        rope(entry.data() + dim - config_.rope_dim, inv_freq_compress_, std::int64_t(w_index) * r);
+        st.entries.insert(st.entries.end(), entry.begin(), entry.end());
+        ++st.count;
+        if (w.overlap) {
+            for (int i = 0; i < r; ++i)
+                for (int d = 0; d < dim; ++d) {
+                    st.prev_kv[std::size_t(i) * dim + d] = st.pending_kv[std::size_t(i) * width + d];
+                    st.prev_gate[std::size_t(i) * dim + d] = st.pending_gate[std::size_t(i) * width + d];
+                }
+            st.has_prev = true;
+        }
+        st.pending = 0;
+    }
+}
+
+// §3.4-3.8: attention of n tokens at positions start.. over the sliding window and,
+// for CSA/HCA layers, the compressed entries visible to each query.
+void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st, std::int64_t start, int n,
+                      const float* a, float* out) const {
+    const ModelConfig& c = config_;
+    const AttentionWeights& w = lw.attn;
+    const int H = c.num_heads, Dh = c.head_dim, Dr = c.rope_dim, Rq = c.q_lora_rank, W = c.sliding_window;
+    const std::vector<float>& inv_freq = kind == AttentionKind::sliding ? inv_freq_main_ : inv_freq_compress_;
+
+    // Query path: low-rank q, per-head unweighted RMS norm, RoPE on the trailing Dr.
+    std::vector<float> cq(std::size_t(n) * Rq), q(std::size_t(n) * H * Dh), kv(std::size_t(n) * Dh);
+    gemm(pool_, w.wq_a, a, n, cq.data());
+    for (int t = 0; t < n; ++t) rms_norm(&cq[std::size_t(t) * Rq], Rq, w.q_norm.data(), c.rms_norm_eps, &cq[std::size_t(t) * Rq]);
+    gemm(pool_, w.wq_b, cq.data(), n, q.data());
+    // The single latent that is both key and value.
+    gemm(pool_, w.wkv, a, n, kv.data());
+    for (int t = 0; t < n; ++t) {
+        for (int h = 0; h < H; ++h) {
+            float* qh = &q[(std::size_t(t) * H + h) * Dh];
+            rms_norm(qh, Dh, nullptr, c.rms_norm_eps, qh);
+            rope(qh + Dh - Dr, inv_freq, start + t);
+        }
+        float* k = &kv[std::size_t(t) * Dh];
+        rms_norm(k, Dh, w.kv_norm.data(), c.rms_norm_eps, k);
+        rope(k + Dh - Dr, inv_freq, start + t);
+    }
+
+    // Compressed entries (all windows completed inside this chunk are emitted first;
+    // the visibility rule below keeps each query causal).
+    std::vector<std::vector<int>> selected(n);
+    if (w.has_compressor) {
+        compress(w.compressor, st.compressor, start, n, a);
+        const int r = w.compressor.ratio;
+        if (kind == AttentionKind::hca) {
+            for (int t = 0; t < n; ++t) {
+                const int visible = std::min<std::int64_t>(st.compressor.count, (start + t + 1) / r);
+                selected[t].resize(visible);
+                std::iota(selected[t].begin(), selected[t].end(), 0);
+            }
+        }
+    }
+    if (w.has_indexer) {
+        // §3.7 Lightning indexer: score visible indexer keys, keep the top index_topk.
+        compress(w.index_compressor, st.indexer, start, n, a);
+        const int Hi = c.index_heads, Di = c.index_head_dim, r = w.index_compressor.ratio;
+        std::vector<float> qi(std::size_t(n) * Hi * Di), wi(std::size_t(n) * Hi);
+        gemm(pool_, w.index_wq_b, cq.data(), n, qi.data());
+        gemm(pool_, w.index_weights, a, n, wi.data());
+        const float qk_scale = 1.0f / std::sqrt(float(Di)), head_scale = 1.0f / std::sqrt(float(Hi));
+        pool_.parallel_for(std::size_t(n), [&](std::size_t t0, std::size_t t1) {
+            std::vector<std::pair<float, int>> scored;
+            for (std::size_t t = t0; t < t1; ++t) {
+                for (int h = 0; h < Hi; ++h) rope(&qi[(t * Hi + h) * Di] + Di - Dr, inv_freq_compress_, start + std::int64_t(t));
+                const int visible = std::min<std::int64_t>(st.indexer.count, (start + std::int64_t(t) + 1) / r);
+                scored.clear();
+                for (int e = 0; e < visible; ++e) {
+                    const float* key = &st.indexer.entries[std::size_t(e) * Di];
+                    float s = 0;
+                    for (int h = 0; h < Hi; ++h)
+                        s += wi[t * Hi + h] * head_scale * (std::max(0.0f, dot(&qi[(t * Hi + h) * Di], key, Di)) * qk_scale);
+                    scored.emplace_back(s, e);
+                }
+                const std::size_t keep = std::min<std::size_t>(c.index_topk, scored.size());
+                std::partial_sort(scored.begin(), scored.begin() + keep, scored.end(), [](const auto& x, const auto& y) {
+                    return x.first > y.first || (x.first == y.first && x.second < y.second);
+                });
+                for (std::size_t i = 0; i < keep; ++i) selected[t].push_back(scored[i].second);
+            }
+        });
+    }
+
+    // Scores with the per-head sink in the denominator, then the conjugate rotation.
+    std::vector<float> o(std::size_t(n) * H * Dh);
+    const float scale = 1.0f / std::sqrt(float(Dh));
+    pool_.parallel_for(std::size_t(n) * H, [&](std::size_t i0, std::size_t i1) {
+        std::vector<const float*> keys;
+        std::vector<float> s;
+        for (std::size_t i = i0; i < i1; ++i) {
+            const int t = int(i / H), h = int(i % H);
+            const std::int64_t p = start + t;
+            keys.clear();
+            for (std::int64_t j = std::max<std::int64_t>(0, p - W + 1); j <= p; ++j)
+                keys.push_back(j >= start ? &kv[std::size_t(j - start) * Dh] : &st.ring[std::size_t(j % W) * Dh]);
+            for (int e : selected[t]) keys.push_back(&st.compressor.entries[std::size_t(e) * Dh]);
+            const float* qh = &q[(std::size_t(t) * H + h) * Dh];
+            s.resize(keys.size());
+            float m = w.sink[h];
+            for (std::size_t j = 0; j < keys.size(); ++j) m = std::max(m, s[j] = dot(qh, keys[j], Dh) * scale);
+            float denom = std::exp(w.sink[h] - m);
+            for (std::size_t j = 0; j < keys.size(); ++j) denom += (s[j] = std::exp(s[j] - m));
+            float* oh = &o[(std::size_t(t) * H + h) * Dh];
+            std::fill(oh, oh + Dh, 0.0f);
+            for (std::size_t j = 0; j < keys.size(); ++j) {
+                const float pj = s[j] / denom;
+                for (int d = 0; d < Dh; ++d) oh[d] += pj * keys[j][d];
+            }
+            rope(oh + Dh - Dr, inv_freq, p, /*inverse=*/true);
+        }
+    });
+    // The ring keeps the last W latents (written after all queries have read it).
+    for (int t = std::max(0, n - W); t < n; ++t)
+        std::memcpy(&st.ring[std::size_t((start + t) % W) * Dh], &kv[std::size_t(t) * Dh], sizeof(float) * Dh);
+
+    // Grouped low-rank output projection: group g maps its H/G heads through wo_a[g].
+    const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
+    std::vector<float> z(std::size_t(n) * G * Ro);
+    for (int g = 0; g < G; ++g)
+        gemm(pool_, w.wo_a.row(g * Ro), Ro, group_in, o.data() + std::size_t(g) * group_in, H * Dh, n,
+             z.data() + std::size_t(g) * Ro, G * Ro);
+    gemm(pool_, w.wo_b, z.data(), n, out);
+}
+
+// §3.9: router (sqrtsoftplus; bias for selection only, or tid2eid for hash layers),
+// routed SwiGLU experts with clamps, shared expert.
+void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
+                float* out) const {
+    const ModelConfig& c = config_;
+    const int n = int(tokens.size()), E = c.n_routed_experts, k = c.experts_per_token, I = c.moe_intermediate_size,
+              D = c.hidden_size;
+    const float limit = static_cast<float>(c.swiglu_limit);
+    std::vector<float> logits(std::size_t(n) * E);
+    gemm(pool_, w.gate, b, n, logits.data());
+    std::vector<int> chosen(std::size_t(n) * k);
+    std::vector<float> gates(std::size_t(n) * k);
+    for (int t = 0; t < n; ++t) {
+        std::vector<float> score(E);
+        for (int e = 0; e < E; ++e) score[e] = std::sqrt(softplus(logits[std::size_t(t) * E + e]));
+        int* sel = &chosen[std::size_t(t) * k];
+        if (hash) {
+            for (int j = 0; j < k; ++j) sel[j] = w.tid2eid[std::size_t(tokens[t]) * k + j];
+        } else {
+            std::vector<int> order(E);
+            std::iota(order.begin(), order.end(), 0);
+            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int x, int y) {
+                const float sx = score[x] + w.bias[x], sy = score[y] + w.bias[y];
+                return sx > sy || (sx == sy && x < y);
+            });
+            std::copy(order.begin(), order.begin() + k, sel);
+        }
+        float sum = 0;
+        for (int j = 0; j < k; ++j) sum += score[sel[j]];
+        for (int j = 0; j < k; ++j) {
+            const float g = c.norm_topk_prob ? score[sel[j]] / (sum + 1e-20f) : score[sel[j]];
+            gates[std::size_t(t) * k + j] = g * static_cast<float>(c.routed_scaling_factor);
+        }
+    }
+    std::fill(out, out + std::size_t(n) * D, 0.0f);
+    if (!options_.no_routed_experts) {
+        std::vector<float> routed(std::size_t(n) * k * D);
+        const ExpertSource& experts = *weights_.experts;
+        pool_.parallel_for(std::size_t(n) * k, [&](std::size_t i0, std::size_t i1) {
+            std::vector<float> h1(I), h3(I);
+            for (std::size_t i = i0; i < i1; ++i) {
+                const float* x = b + (i / k) * D;
+                const int e = chosen[i];
+                experts.matvec(layer_index, e, ExpertMatrix::w1, x, h1.data());
+                experts.matvec(layer_index, e, ExpertMatrix::w3, x, h3.data());
+                for (int j = 0; j < I; ++j) h1[j] = silu(std::min(h1[j], limit)) * std::clamp(h3[j], -limit, limit);
+                float* y = &routed[i * D];
+                experts.matvec(layer_index, e, ExpertMatrix::w2, h1.data(), y);
+                for (int d = 0; d < D; ++d) y[d] *= gates[i];
+            }
+        });
+        for (int t = 0; t < n; ++t)
+            for (int j = 0; j < k; ++j)
+                for (int d = 0; d < D; ++d) out[std::size_t(t) * D + d] += routed[(std::size_t(t) * k + j) * D + d];
+    }
+    if (w.has_shared) {
+        std::vector<float> g1(std::size_t(n) * I), g3(std::size_t(n) * I), y(std::size_t(n) * D);
+        gemm(pool_, w.shared_w1, b, n, g1.data());
+        gemm(pool_, w.shared_w3, b, n, g3.data());
+        for (std::size_t i = 0; i < g1.size(); ++i) g1[i] = silu(std::min(g1[i], limit)) * std::clamp(g3[i], -limit, limit);
+        gemm(pool_, w.shared_w2, g1.data(), n, y.data());
+        for (std::size_t i = 0; i < y.size(); ++i) out[i] += y[i];
+    }
+}
+
+// One decoder layer (§3.2 "Decoder layer"): mHC around attention, then around the MoE.
+void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
+                          std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x) const {
+    const ModelConfig& c = config_;
+    const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, nD = hc * D, M = c.mix_width();
+    std::vector<float> mix(std::size_t(n) * M), pre(std::size_t(n) * hc), post(std::size_t(n) * hc),
+        comb(std::size_t(n) * hc * hc), u(std::size_t(n) * D), f(std::size_t(n) * D);
+    auto collapse = [&](const HyperConnectionWeights& hw, const std::vector<float>& norm) {
+        gemm(pool_, hw.fn, x.data(), n, mix.data());
+        for (int t = 0; t < n; ++t) {
+            const float* xt = &x[std::size_t(t) * nD];
+            hc_coefficients(hw, &mix[std::size_t(t) * M], xt, nD, hc, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
+                            &pre[std::size_t(t) * hc], &post[std::size_t(t) * hc], &comb[std::size_t(t) * hc * hc]);
+            float* ut = &u[std::size_t(t) * D];
+            std::fill(ut, ut + D, 0.0f);
+            for (int k = 0; k < hc; ++k)
+                for (int d = 0; d < D; ++d) ut[d] += pre[std::size_t(t) * hc + k] * xt[std::size_t(k) * D + d];
+            rms_norm(ut, D, norm.data(), c.rms_norm_eps, ut);
+        }
+    };
+    // New stream b = post_b · f + Σ_a comb[a][b] · X[a]: column b of comb (§3.2 step 10).
+    auto expand = [&] {
+        std::vector<float> old(nD);
+        for (int t = 0; t < n; ++t) {
+            float* xt = &x[std::size_t(t) * nD];
+            std::copy(xt, xt + nD, old.begin());
+            const float* C = &comb[std::size_t(t) * hc * hc];
+            for (int bs = 0; bs < hc; ++bs)
+                for (int d = 0; d < D; ++d) {
+                    float v = post[std::size_t(t) * hc + bs] * f[std::size_t(t) * D + d];
+                    for (int as = 0; as < hc; ++as) v += C[as * hc + bs] * old[std::size_t(as) * D + d];
+                    xt[std::size_t(bs) * D + d] = v;
+                }
+        }
+    };
+    collapse(w.hc_attn, w.attn_norm);
+    attention(w, kind, st, start, n, u.data(), f.data());
+    expand();
+    collapse(w.hc_ffn, w.ffn_norm);
+    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data());
+    expand();
+}
+
+// §3.2 hyper head, §3.10 final norm and LM head, for n tokens' streams.
+void Model::hyper_head_logits(const HyperHeadWeights& hw, const std::vector<float>& norm, const float* x, int n,
+                              float* logits) const {
+    const ModelConfig& c = config_;
+    const int hc = c.hc_mult, D = c.hidden_size, nD = hc * D;
+    std::vector<float> mix(std::size_t(n) * hc), y(std::size_t(n) * D);
+    gemm(pool_, hw.fn, x, n, mix.data());
+    for (int t = 0; t < n; ++t) {
+        const float* xt = x + std::size_t(t) * nD;
+        double ss = 0;
+        for (int i = 0; i < nD; ++i) ss += double(xt[i]) * xt[i];
+        const float r = static_cast<float>(1.0 / std::sqrt(ss / nD + c.rms_norm_eps));
+        float* yt = &y[std::size_t(t) * D];
+        std::fill(yt, yt + D, 0.0f);
+        for (int k = 0; k < hc; ++k) {
+            const float p = sigmoid(mix[std::size_t(t) * hc + k] * r * hw.scale[0] + hw.base[k]) + float(c.hc_eps);
+            for (int d = 0; d < D; ++d) yt[d] += p * xt[std::size_t(k) * D + d];
+        }
+        rms_norm(yt, D, norm.data(), c.rms_norm_eps, yt);
+    }
+    gemm(pool_, weights_.head, y.data(), n, logits);
+}
+
+std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t> tokens, bool all_logits,
+                                  std::vector<float>* streams_out) const {
+    const ModelConfig& c = config_;
+    const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    if (n == 0) throw_usage("forward: no tokens");
+    for (std::int32_t t : tokens)
+        if (t < 0 || t >= V) throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    if (st.layers.size() != weights_.layers.size()) throw_internal("forward: decode state belongs to another model");
+    // Embedding, copied into every stream (§3.0).
+    std::vector<float> x(std::size_t(n) * hc * D);
+    for (int t = 0; t < n; ++t)
+        for (int k = 0; k < hc; ++k)
+            std::memcpy(&x[(std::size_t(t) * hc + k) * D], weights_.embed.row(tokens[t]), sizeof(float) * D);
+    const int layers = options_.max_layers < 0 ? c.num_layers : std::min(options_.max_layers, c.num_layers);
+    for (int l = 0; l < layers; ++l)
+        layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x);
+    st.position += n;
+    if (streams_out) *streams_out = x;
+    const int first = all_logits ? 0 : n - 1;
+    std::vector<float> logits(std::size_t(n - first) * V);
+    hyper_head_logits(weights_.hc_head, weights_.norm, &x[std::size_t(first) * hc * D], n - first, logits.data());
+    return logits;
+}
+
+std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> streams,
+                                      std::span<const std::int32_t> next_tokens) const {
+    const ModelConfig& c = config_;
+    if (weights_.mtp.empty()) throw_unsupported("the checkpoint has no MTP layer");
+    const MtpWeights& m = weights_.mtp[0];
+    const int n = int(next_tokens.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    if (streams.size() != std::size_t(n) * hc * D) throw_internal("mtp_forward: streams do not match the tokens");
+    for (std::int32_t t : next_tokens)
+        if (t < 0 || t >= V) throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    // X0[k] = h_proj · hnorm(H[k]) + e_proj · enorm(embed[next token]) (§5.1 step 3).
+    std::vector<float> e(std::size_t(n) * D), ep(std::size_t(n) * D), h(std::size_t(n) * hc * D), x(std::size_t(n) * hc * D);
+    for (int t = 0; t < n; ++t) rms_norm(weights_.embed.row(next_tokens[t]), D, m.enorm.data(), c.rms_norm_eps, &e[std::size_t(t) * D]);
+    gemm(pool_, m.e_proj, e.data(), n, ep.data());
+    for (std::size_t i = 0; i < std::size_t(n) * hc; ++i) rms_norm(&streams[i * D], D, m.hnorm.data(), c.rms_norm_eps, &h[i * D]);
+    gemm(pool_, m.h_proj, h.data(), n * hc, x.data());
+    for (int t = 0; t < n; ++t)
+        for (int k = 0; k < hc; ++k)
+            for (int d = 0; d < D; ++d) x[(std::size_t(t) * hc + k) * D + d] += ep[std::size_t(t) * D + d];
+    layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x);
+    st.mtp_position += n;
+    std::vector<float> logits(std::size_t(n) * V);
+    hyper_head_logits(m.hc_head, m.norm, x.data(), n, logits.data());
+    return logits;
+}
+
+}  // namespace aff

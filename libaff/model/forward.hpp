@@ -1,0 +1,98 @@
+// The CPU reference forward pass of DeepSeek-V4 (model doc §3-§5.1): the executable
+// specification that every GPU kernel is checked against. Plain float32, threaded over
+// an aff::ThreadPool with results independent of the thread count. One entry point
+// serves prefill, chunked prefill and decode: forward() runs any number of tokens at
+// the sequence's next positions against the per-layer DecodeState (§4: the sliding
+// ring, the compressors' pending windows, compressed entries and indexer keys), so a
+// prompt fed whole, in chunks of any size, or token by token gives the same logits.
+#pragma once
+
+#include "aff/core/thread_pool.hpp"
+#include "aff/model/config.hpp"
+#include "aff/model/weights.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace aff {
+
+// One compressor's running state (§4.1).
+struct CompressorState {
+    std::vector<float> pending_kv, pending_gate;  // tokens since the last window boundary, [ratio, width]
+    int pending = 0;
+    std::vector<float> prev_kv, prev_gate;  // CSA: Ca / gate of the previous complete window, [ratio, dim]
+    bool has_prev = false;
+    std::vector<float> entries;  // emitted entries, [count, dim], normalised and rotated
+    int count = 0;
+};
+
+struct LayerState {
+    std::vector<float> ring;  // [W, Dh], slot = position mod W
+    CompressorState compressor, indexer;
+};
+
+// Everything a sequence carries between forward calls.
+struct DecodeState {
+    std::int64_t position = 0;        // next position to run
+    std::vector<LayerState> layers;   // main layers
+    std::vector<LayerState> mtp;      // MTP layers (their own rings)
+    std::int64_t mtp_position = 0;    // next position of the MTP layer
+};
+
+struct ForwardOptions {
+    int max_layers = -1;               // run only the first N main layers (diagnostics); -1 = all
+    bool no_routed_experts = false;    // skip routed experts (diagnostics: shared expert only)
+};
+
+class Model {
+public:
+    Model(ModelConfig config, ModelWeights weights, ThreadPool& pool, ForwardOptions options = {});
+    // Opens a checkpoint directory (libaff/checkpoint) and loads every weight.
+    static std::unique_ptr<Model> load(const std::string& dir, ThreadPool& pool, ForwardOptions options = {});
+
+    const ModelConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    bool has_mtp() const { return !weights_.mtp.empty(); }
+
+    DecodeState new_state() const;
+
+    // Runs `tokens` at positions state.position, state.position+1, ... and advances the
+    // state. Returns float32 logits [n, V] for every token when all_logits, else for the
+    // last one only ([V]). When streams_out is given it receives the final residual
+    // streams [n_tokens, hc_mult, D] (before the hyper head; the MTP layer's input H).
+    std::vector<float> forward(DecodeState& state, std::span<const std::int32_t> tokens, bool all_logits,
+                               std::vector<float>* streams_out = nullptr) const;
+
+    // MTP draft (§5.1), first MTP layer: for each i, the trunk streams H_i of position
+    // state.mtp_position + i and the token that follows it (next_tokens[i]) give logits
+    // for the token after that. The MTP attention runs at the position of H_i.
+    // Returns [n, V] logits; advances state.mtp_position by n.
+    std::vector<float> mtp_forward(DecodeState& state, std::span<const float> streams,
+                                   std::span<const std::int32_t> next_tokens) const;
+
+private:
+    struct Scratch;
+    void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
+                       std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x) const;
+    void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
+                   const float* a, float* out) const;
+    void compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const;
+    void moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
+             float* out) const;
+    void hyper_head_logits(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* x, int n,
+                           float* logits) const;
+
+    ModelConfig config_;
+    ModelWeights weights_;
+    ThreadPool& pool_;
+    ForwardOptions options_;
+    std::vector<float> inv_freq_main_, inv_freq_compress_;  // [Dr/2]
+};
+
+// RoPE inverse frequencies of one table (plain, or YaRN-blended: model doc §3.3).
+std::vector<float> rope_inv_freq(const RopeTable& table, int rope_dim);
+
+}  // namespace aff

@@ -1,0 +1,167 @@
+// Loading ModelWeights from a Checkpoint (see weights.hpp). Every read names the
+// canonical tensor and the shape the config implies, so a mismatch is one clear error.
+#include "aff/model/weights.hpp"
+
+#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/core/error.hpp"
+
+#include <algorithm>
+
+namespace aff {
+
+DenseExpertSource::DenseExpertSource(int layers, int experts)
+    : experts_(experts), m_(static_cast<std::size_t>(layers) * experts * 3) {}
+
+Matrix& DenseExpertSource::at(int layer, int expert, ExpertMatrix which) {
+    return m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
+}
+
+void DenseExpertSource::matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const {
+    const Matrix& m = m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
+    for (int r = 0; r < m.rows; ++r) {
+        const float* w = m.row(r);
+        float acc = 0;
+        for (int c = 0; c < m.cols; ++c) acc += w[c] * x[c];
+        y[r] = acc;
+    }
+}
+
+namespace {
+using u64 = std::uint64_t;
+
+struct Loader {
+    const Checkpoint& ck;
+    const ModelConfig& c;
+
+    Matrix matrix(const std::string& name, int rows, int cols) const {
+        Matrix m;
+        m.rows = rows;
+        m.cols = cols;
+        m.w = ck.read_f32(name, {static_cast<u64>(rows), static_cast<u64>(cols)});
+        return m;
+    }
+    std::vector<float> vec(const std::string& name, int n) const { return ck.read_f32(name, {static_cast<u64>(n)}); }
+
+    HyperConnectionWeights hc(const std::string& p, const std::string& site) const {
+        const int n = c.hc_mult, D = c.hidden_size;
+        return {matrix(p + "hc_" + site + "_fn", c.mix_width(), n * D), vec(p + "hc_" + site + "_base", c.mix_width()),
+                vec(p + "hc_" + site + "_scale", 3)};
+    }
+    HyperHeadWeights hc_head(const std::string& p) const {
+        const int n = c.hc_mult, D = c.hidden_size;
+        return {matrix(p + "hc_head_fn", n, n * D), vec(p + "hc_head_base", n), vec(p + "hc_head_scale", 1)};
+    }
+    CompressorWeights compressor(const std::string& p, int ratio, int dim, bool overlap) const {
+        CompressorWeights w;
+        w.ratio = ratio;
+        w.dim = dim;
+        w.overlap = overlap;
+        const int width = overlap ? 2 * dim : dim;
+        w.wkv = matrix(p + "wkv.weight", width, c.hidden_size);
+        w.wgate = matrix(p + "wgate.weight", width, c.hidden_size);
+        w.ape = matrix(p + "ape", ratio, width);
+        w.norm = vec(p + "norm.weight", dim);
+        return w;
+    }
+
+    LayerWeights layer(const std::string& p, AttentionKind kind, int ratio, bool hash, int expert_layer,
+                       DenseExpertSource& experts) const {
+        const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, G = c.o_groups;
+        LayerWeights L;
+        L.attn_norm = vec(p + "attn_norm.weight", D);
+        L.ffn_norm = vec(p + "ffn_norm.weight", D);
+        L.hc_attn = hc(p, "attn");
+        L.hc_ffn = hc(p, "ffn");
+        AttentionWeights& a = L.attn;
+        const std::string ap = p + "attn.";
+        a.sink = vec(ap + "attn_sink", H);
+        a.wq_a = matrix(ap + "wq_a.weight", c.q_lora_rank, D);
+        a.q_norm = vec(ap + "q_norm.weight", c.q_lora_rank);
+        a.wq_b = matrix(ap + "wq_b.weight", H * Dh, c.q_lora_rank);
+        a.wkv = matrix(ap + "wkv.weight", Dh, D);
+        a.kv_norm = vec(ap + "kv_norm.weight", Dh);
+        a.wo_a = matrix(ap + "wo_a.weight", G * c.o_lora_rank, H * Dh / G);
+        a.wo_b = matrix(ap + "wo_b.weight", D, G * c.o_lora_rank);
+        if (kind != AttentionKind::sliding) {
+            a.has_compressor = true;
+            a.compressor = compressor(ap + "compressor.", ratio, Dh, kind == AttentionKind::csa);
+        }
+        if (kind == AttentionKind::csa) {
+            a.has_indexer = true;
+            a.index_wq_b = matrix(ap + "indexer.wq_b.weight", c.index_heads * c.index_head_dim, c.q_lora_rank);
+            a.index_weights = matrix(ap + "indexer.weights_proj.weight", c.index_heads, D);
+            a.index_compressor = compressor(ap + "indexer.compressor.", ratio, c.index_head_dim, true);
+        }
+        FfnWeights& f = L.ffn;
+        const std::string fp = p + "ffn.";
+        const int E = c.n_routed_experts, k = c.experts_per_token, I = c.moe_intermediate_size;
+        f.gate = matrix(fp + "gate.weight", E, D);
+        if (hash) {
+            const std::string name = fp + "gate.tid2eid";
+            const auto ids = ck.read_i64(name, {static_cast<u64>(c.vocab_size), static_cast<u64>(k)});
+            f.tid2eid.resize(ids.size());
+            for (std::size_t r = 0; r < static_cast<std::size_t>(c.vocab_size); ++r) {
+                for (int j = 0; j < k; ++j) {
+                    const std::int64_t e = ids[r * k + j];
+                    if (e < 0 || e >= E)
+                        throw_format("tensor " + name + ": row " + std::to_string(r) + " has expert id " +
+                                         std::to_string(e) + ", outside [0, " + std::to_string(E) + ")",
+                                     ck.tensor(name).file);
+                    for (int i = 0; i < j; ++i)
+                        if (ids[r * k + i] == e)
+                            throw_format("tensor " + name + ": row " + std::to_string(r) + " repeats expert id " +
+                                             std::to_string(e), ck.tensor(name).file);
+                    f.tid2eid[r * k + j] = static_cast<std::int32_t>(e);
+                }
+            }
+        } else {
+            f.bias = vec(fp + "gate.bias", E);
+        }
+        if (c.n_shared_experts > 0) {
+            f.has_shared = true;
+            f.shared_w1 = matrix(fp + "shared_experts.w1.weight", I, D);
+            f.shared_w2 = matrix(fp + "shared_experts.w2.weight", D, I);
+            f.shared_w3 = matrix(fp + "shared_experts.w3.weight", I, D);
+        }
+        for (int e = 0; e < E; ++e) {
+            const std::string ep = fp + "experts." + std::to_string(e) + ".";
+            experts.at(expert_layer, e, ExpertMatrix::w1) = matrix(ep + "w1.weight", I, D);
+            experts.at(expert_layer, e, ExpertMatrix::w2) = matrix(ep + "w2.weight", D, I);
+            experts.at(expert_layer, e, ExpertMatrix::w3) = matrix(ep + "w3.weight", I, D);
+        }
+        return L;
+    }
+};
+}  // namespace
+
+ModelWeights load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
+    Loader ld{ck, c};
+    ModelWeights w;
+    const int D = c.hidden_size, V = c.vocab_size;
+    w.embed = ld.matrix("embed.weight", V, D);
+    w.head = c.tie_word_embeddings && !ck.has("head.weight") ? w.embed : ld.matrix("head.weight", V, D);
+    w.norm = ld.vec("norm.weight", D);
+    w.hc_head = ld.hc_head("");
+    const bool with_mtp = c.num_mtp_layers > 0 && ck.has("mtp.0.e_proj.weight");
+    const int mtp_layers = with_mtp ? c.num_mtp_layers : 0;
+    auto experts = std::make_shared<DenseExpertSource>(c.num_layers + mtp_layers, c.n_routed_experts);
+    for (int i = 0; i < c.num_layers; ++i)
+        w.layers.push_back(ld.layer("layers." + std::to_string(i) + ".", c.attention[i], c.compress_ratio[i],
+                                    c.hash_routed[i], i, *experts));
+    for (int i = 0; i < mtp_layers; ++i) {
+        const std::string p = "mtp." + std::to_string(i) + ".";
+        MtpWeights m;
+        m.e_proj = ld.matrix(p + "e_proj.weight", D, D);
+        m.h_proj = ld.matrix(p + "h_proj.weight", D, D);
+        m.enorm = ld.vec(p + "enorm.weight", D);
+        m.hnorm = ld.vec(p + "hnorm.weight", D);
+        m.norm = ld.vec(p + "norm.weight", D);
+        m.hc_head = ld.hc_head(p);
+        m.layer = ld.layer(p, AttentionKind::sliding, 0, false, c.num_layers + i, *experts);
+        w.mtp.push_back(std::move(m));
+    }
+    w.experts = std::move(experts);
+    return w;
+}
+
+}  // namespace aff
