@@ -1,0 +1,10 @@
+# fish completion for aff-profile
+complete -c aff-profile -l imatrix -r -F -d 'make the profile from this llama.cpp imatrix'
+complete -c aff-profile -l out -r -F -d 'write the profile to this file'
+complete -c aff-profile -l layers -x -d 'keep layers below N'
+complete -c aff-profile -l top -x -d 'print the N busiest experts of each layer'
+complete -c aff-profile -l json -d 'print the result as one JSON object'
+complete -c aff-profile -l progress -x -a 'auto always never' -d 'show progress'
+complete -c aff-profile -s q -l quiet -d 'print nothing on stderr but errors'
+complete -c aff-profile -l help -d 'show usage'
+complete -c aff-profile -l version -d 'show the version'

@@ -1,0 +1,2 @@
+# Neither a profile nor --imatrix: bad usage.
+aff-profile

@@ -1,0 +1,269 @@
+// Tests for the imatrix readers (libaff/quant/imatrix.cpp) and expert profiles
+// (expert_profile.cpp), on files written by the small GGUF and .dat writers below,
+// good and damaged.
+#include "aff/core/error.hpp"
+#include "aff/quant/expert_profile.hpp"
+#include "aff/quant/imatrix.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace aff::quant;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+template <class T>
+void put(Bytes& b, T v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof v);
+}
+void put_str(Bytes& b, const std::string& s) {
+    put<std::uint64_t>(b, s.size());
+    b.insert(b.end(), s.begin(), s.end());
+}
+
+struct GgufTensor {
+    std::string name;
+    std::vector<std::uint64_t> ne;
+    std::vector<float> data;
+};
+
+// A GGUF imatrix as llama-imatrix writes one: general.type, datasets, chunk count.
+Bytes gguf(const std::vector<GgufTensor>& tensors, const std::string& type = "imatrix", std::uint32_t version = 3) {
+    Bytes b = {'G', 'G', 'U', 'F'};
+    put<std::uint32_t>(b, version);
+    put<std::uint64_t>(b, tensors.size());
+    put<std::uint64_t>(b, 3);
+    put_str(b, "general.type");
+    put<std::uint32_t>(b, 8);
+    put_str(b, type);
+    put_str(b, "imatrix.datasets");
+    put<std::uint32_t>(b, 9);
+    put<std::uint32_t>(b, 8);
+    put<std::uint64_t>(b, 1);
+    put_str(b, "calibration.txt");
+    put_str(b, "imatrix.chunk_count");
+    put<std::uint32_t>(b, 4);
+    put<std::uint32_t>(b, 12);
+    std::uint64_t offset = 0;
+    for (const auto& t : tensors) {
+        put_str(b, t.name);
+        put<std::uint32_t>(b, static_cast<std::uint32_t>(t.ne.size()));
+        for (auto d : t.ne) put<std::uint64_t>(b, d);
+        put<std::uint32_t>(b, 0);  // F32
+        put<std::uint64_t>(b, offset);
+        offset += (t.data.size() * 4 + 31) / 32 * 32;
+    }
+    while (b.size() % 32) b.push_back(0);
+    for (const auto& t : tensors) {
+        for (float v : t.data) put(b, v);
+        while (b.size() % 32) b.push_back(0);
+    }
+    return b;
+}
+
+// Layer 3 of a model with 3 experts: up (4 columns), down (2 columns), one dense tensor.
+std::vector<GgufTensor> sample_tensors() {
+    return {
+        {"blk.3.ffn_up_exps.weight.in_sum2", {4, 3}, {4, 8, 12, 16, 1, 1, 1, 1, 0, 0, 0, 0}},
+        {"blk.3.ffn_up_exps.weight.counts", {1, 3}, {4, 10, 0}},
+        {"blk.3.ffn_down_exps.weight.in_sum2", {2, 3}, {1, 2, 3, 4, 5, 6}},
+        {"blk.3.ffn_down_exps.weight.counts", {1, 3}, {4, 10, 0}},
+        {"blk.3.attn_q_a.weight.in_sum2", {4, 1}, {2, 2, 2, 2}},
+        {"blk.3.attn_q_a.weight.in_sum", {4, 1}, {-1, 1, -1, 1}},
+        {"blk.3.attn_q_a.weight.counts", {1, 1}, {2}},
+    };
+}
+
+Bytes dat(const std::vector<std::pair<std::string, std::vector<float>>>& entries, std::int32_t ncall, bool trailer) {
+    Bytes b;
+    put<std::int32_t>(b, static_cast<std::int32_t>(entries.size()));
+    for (const auto& [name, values] : entries) {
+        put<std::int32_t>(b, static_cast<std::int32_t>(name.size()));
+        b.insert(b.end(), name.begin(), name.end());
+        put<std::int32_t>(b, ncall);
+        put<std::int32_t>(b, static_cast<std::int32_t>(values.size()));
+        for (float v : values) put(b, v);
+    }
+    if (trailer) {
+        put<std::int32_t>(b, 7);
+        put<std::int32_t>(b, 4);
+        b.insert(b.end(), {'w', 'i', 'k', 'i'});
+    }
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF imatrix: entries, per-expert importance and the zero-count rule", "[quant]") {
+    const Imatrix im = parse_imatrix(gguf(sample_tensors()), "m.gguf");
+    CHECK_FALSE(im.legacy);
+    REQUIRE(im.entries.size() == 3);
+    CHECK(im.datasets == std::vector<std::string>{"calibration.txt"});
+    CHECK(im.chunk_count == 12);
+    const ImatrixEntry* up = im.find("blk.3.ffn_up_exps.weight");
+    REQUIRE(up);
+    CHECK(up->cols == 4);
+    CHECK(up->matrices == 3);
+    CHECK(im.importance(*up, 0, 4, 3) == std::vector<float>{1, 2, 3, 4});        // in_sum2 / 4
+    CHECK(im.importance(*up, 1, 4, 3) == std::vector<float>{0.1f, 0.1f, 0.1f, 0.1f});
+    CHECK(im.importance(*up, 2, 4, 3) == std::vector<float>{1, 1, 1, 1});        // count 0: no data
+    CHECK_THROWS_WITH(im.importance(*up, 0, 8, 3),
+                      Catch::Contains("tensor blk.3.ffn_up_exps.weight: is 4 columns x 3 matrices, the "
+                                      "checkpoint's weight 8 x 3"));
+}
+
+TEST_CASE("llama.cpp expert tensor names map to our w1/w2/w3", "[quant]") {
+    auto r = map_expert_tensor("blk.12.ffn_gate_exps.weight");
+    REQUIRE(r);
+    CHECK(r->layer == 12);
+    CHECK((r->w1 && !r->w2 && !r->w3));
+    r = map_expert_tensor("blk.0.ffn_gate_up_exps.weight");
+    REQUIRE(r);
+    CHECK((r->w1 && r->w3 && !r->w2));
+    r = map_expert_tensor("blk.42.ffn_down_exps.weight");
+    REQUIRE(r);
+    CHECK((r->w2 && r->layer == 42));
+    CHECK_FALSE(map_expert_tensor("blk.3.ffn_down_shexp.weight"));
+    CHECK_FALSE(map_expert_tensor("blk.3.attn_q_a.weight"));
+    CHECK_FALSE(map_expert_tensor("output.weight"));
+    CHECK(expert_weight_name(3, 17, "w2") == "layers.3.ffn.experts.17.w2.weight");
+}
+
+TEST_CASE("a damaged GGUF imatrix is one clear error, never a crash", "[quant][corrupt]") {
+    Bytes good = gguf(sample_tensors());
+    good.resize(good.size() - 28);  // the last tensor (4 bytes) is followed by padding only
+    REQUIRE(parse_imatrix(good, "whole.gguf").entries.size() == 3);
+    // Every truncation fails with an aff::Error.
+    for (std::size_t n = 0; n < good.size(); n += (n < 200 ? 1 : 7)) {
+        Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+        CHECK_THROWS_AS(parse_imatrix(cut, "cut.gguf"), aff::Error);
+    }
+    CHECK_THROWS_WITH(parse_imatrix(gguf(sample_tensors(), "model"), "x.gguf"),
+                      Catch::Contains("not an imatrix (general.type = \"model\")"));
+    CHECK_THROWS_WITH(parse_imatrix(gguf(sample_tensors(), "imatrix", 1), "x.gguf"),
+                      Catch::Contains("GGUF version 1"));
+    auto t = sample_tensors();
+    t.erase(t.begin() + 1);  // up without counts
+    CHECK_THROWS_WITH(parse_imatrix(gguf(t), "x.gguf"),
+                      Catch::Contains("tensor blk.3.ffn_up_exps.weight: has in_sum2 but no counts"));
+    t = sample_tensors();
+    t[1] = {"blk.3.ffn_up_exps.weight.counts", {1, 2}, {4, 10}};
+    CHECK_THROWS_WITH(parse_imatrix(gguf(t), "x.gguf"), Catch::Contains("counts has 2 values for 3 matrices"));
+    t = sample_tensors();
+    t[0].data[5] = -1;
+    CHECK_THROWS_WITH(parse_imatrix(gguf(t), "x.gguf"),
+                      Catch::Contains("tensor blk.3.ffn_up_exps.weight.in_sum2 value 5 is negative or not finite"));
+    t = sample_tensors();
+    t.push_back({"blk.4.ffn_up_exps.weight.counts", {1, 3}, {1, 1, 1}});
+    CHECK_THROWS_WITH(parse_imatrix(gguf(t), "x.gguf"), Catch::Contains("has no blk.4.ffn_up_exps.weight.in_sum2"));
+    Bytes huge = good;
+    std::uint64_t many = 1ull << 40;
+    std::memcpy(&huge[8], &many, 8);
+    CHECK_THROWS_WITH(parse_imatrix(huge, "x.gguf"), Catch::Contains("tensor count 1099511627776 is implausible"));
+}
+
+TEST_CASE("legacy .dat imatrix: values are E[x²]·ncall, expert-major", "[quant]") {
+    const Imatrix im = parse_imatrix(
+        dat({{"blk.1.ffn_up_exps.weight", {2, 4, 6, 8, 10, 12}}, {"blk.1.attn_q_a.weight", {1, 1}}}, 2, true), "m.dat");
+    CHECK(im.legacy);
+    REQUIRE(im.entries.size() == 2);
+    CHECK(im.chunk_count == 7);
+    CHECK(im.datasets == std::vector<std::string>{"wiki"});
+    const auto* up = im.find("blk.1.ffn_up_exps.weight");
+    REQUIRE(up);
+    CHECK(im.importance(*up, 0, 2, 3) == std::vector<float>{1, 2});
+    CHECK(im.importance(*up, 2, 2, 3) == std::vector<float>{5, 6});
+    CHECK_THROWS_WITH(im.importance(*up, 0, 4, 3),
+                      Catch::Contains("has 6 values, the checkpoint's weight needs 4 columns x 3 matrices"));
+    // Without the optional trailer too.
+    CHECK(parse_imatrix(dat({{"a.weight", {1}}}, 1, false), "m.dat").entries.size() == 1);
+    ExpertProfile p;
+    CHECK_THROWS_WITH(profile_from_imatrix(im, 0, nullptr), Catch::Contains("legacy .dat imatrix has no per-expert counts"));
+}
+
+TEST_CASE("a damaged .dat imatrix is one clear error", "[quant][corrupt]") {
+    const Bytes good = dat({{"blk.1.ffn_up_exps.weight", {2, 4, 6, 8}}}, 2, true);
+    for (std::size_t n = 0; n < good.size(); ++n) {
+        Bytes cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+        // A cut inside the optional trailer may still leave a readable file; never a crash.
+        try {
+            parse_imatrix(cut, "cut.dat");
+        } catch (const aff::Error&) {
+        }
+    }
+    CHECK_THROWS_WITH(parse_imatrix(Bytes(good.begin(), good.begin() + 30), "cut.dat"), Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(parse_imatrix(dat({}, 1, false), "e.dat"), Catch::Contains("entry count 0 is not plausible"));
+    CHECK_THROWS_WITH(parse_imatrix(dat({{"x.weight", {}}}, 1, false), "e.dat"),
+                      Catch::Contains("tensor x.weight: nval 0 is not positive"));
+    CHECK_THROWS_WITH(parse_imatrix(dat({{"x.weight", {1.0f, -2.0f}}}, 1, false), "e.dat"),
+                      Catch::Contains("tensor x.weight: value 1 is negative or not finite"));
+    CHECK_THROWS_WITH(parse_imatrix(dat({{"x.weight", {1.0f}}}, -3, false), "e.dat"),
+                      Catch::Contains("ncall -3 is negative"));
+    Bytes extra = good;
+    extra.push_back(0);
+    CHECK_THROWS_WITH(parse_imatrix(extra, "e.dat"), Catch::Contains("1 trailing bytes"));
+    const Bytes text = {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'};
+    CHECK_THROWS_WITH(parse_imatrix(text, "notes.txt"), Catch::Contains("notes.txt"));
+}
+
+TEST_CASE("profile from an imatrix: counts per layer and expert, unmatched tensors reported", "[quant]") {
+    const Imatrix im = parse_imatrix(gguf(sample_tensors()), "m.gguf");
+    ProfileFromImatrixReport report;
+    const ExpertProfile p = profile_from_imatrix(im, 0, &report);
+    CHECK(p.layers == 4);
+    CHECK(p.experts == 3);
+    CHECK(p.source == ProfileSource::imatrix);
+    CHECK(p.count(3, 0) == 4);
+    CHECK(p.count(3, 1) == 10);
+    CHECK(p.count(3, 2) == 0);
+    CHECK(p.count(0, 1) == 0);
+    CHECK(report.unmatched == std::vector<std::string>{"blk.3.attn_q_a.weight"});
+    ProfileFromImatrixReport capped;
+    CHECK_THROWS_WITH(profile_from_imatrix(im, 2, &capped), Catch::Contains("no routed-expert tensors"));
+    CHECK(capped.ignored_layers == std::vector<int>{3});
+
+    const auto s = summarize(p);
+    REQUIRE(s.size() == 4);
+    CHECK(s[3].activations == 14);
+    CHECK(s[3].used == 2);
+    CHECK(s[3].for_half == 1);
+    CHECK(s[3].for_80 == 2);
+    CHECK(s[3].top_share == Approx(10.0 / 14));
+    CHECK(s[0].activations == 0);
+    const auto top = top_experts(p, 2);
+    REQUIRE(top.size() == 8);
+    CHECK((top[6].layer == 3 && top[6].expert == 1 && top[6].count == 10));
+    CHECK((top[7].expert == 0 && top[7].count == 4));
+}
+
+TEST_CASE("profile bytes round-trip and damaged ones are rejected", "[quant][corrupt]") {
+    ExpertProfile p;
+    p.layers = 2;
+    p.experts = 3;
+    p.source = ProfileSource::imatrix;
+    p.counts = {1, 2, 3, 4, 5, 6};
+    const Bytes b = p.serialize();
+    CHECK(b.size() == 32 + 6 * 8 + 8);
+    const ExpertProfile q = ExpertProfile::parse(b, "");
+    CHECK(q.counts == p.counts);
+    CHECK(q.layers == 2);
+    Bytes bad = b;
+    bad[40] ^= 1;
+    CHECK_THROWS_WITH(ExpertProfile::parse(bad, "p.afp"), Catch::Contains("digest mismatch"));
+    bad = b;
+    bad[2] = 'X';
+    CHECK_THROWS_WITH(ExpertProfile::parse(bad, ""), Catch::Contains("not an expert profile (bad magic)"));
+    CHECK_THROWS_WITH(ExpertProfile::parse(Bytes(b.begin(), b.begin() + 20), ""), Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(ExpertProfile::parse(Bytes(b.begin(), b.end() - 8), ""), Catch::Contains("counts need 88"));
+    bad = b;
+    bad[24] = 1;
+    CHECK_THROWS_WITH(ExpertProfile::parse(bad, ""), Catch::Contains("reserved field is not zero"));
+    bad = b;
+    bad[20] = 9;
+    CHECK_THROWS_WITH(ExpertProfile::parse(bad, ""), Catch::Contains("source 9 is not defined"));
+}

@@ -1,0 +1,46 @@
+// aff-profile: makes an expert-popularity profile from a llama.cpp imatrix's per-expert
+// counts, or reads a profile file, and prints per-layer summaries and the busiest
+// experts (text or --json); --out writes the standalone profile file
+// (formats/expert-profile.md). The work is libaff/quant/expert_profile.cpp.
+#include "aff/core/error.hpp"
+#include "aff/quant/expert_profile.hpp"
+#include "aff/quant/imatrix.hpp"
+#include "aff/ui/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <iostream>
+#include <string>
+
+int main(int argc, char** argv) {
+    CLI::App app{"Make, read and print expert-popularity profiles.", "aff-profile"};
+    std::string input, imatrix, out;
+    std::uint32_t layers = 0, top = 8;
+    app.add_option("profile", input, "a profile file to read and print");
+    app.add_option("--imatrix", imatrix, "make the profile from this llama.cpp imatrix (GGUF)");
+    app.add_option("--out", out, "write the profile to this file");
+    app.add_option("--layers", layers, "keep layers below N (default: every layer the imatrix has)");
+    app.add_option("--top", top, "print the N busiest experts of each layer (0: none)");
+    const aff::cli::Common& common = aff::cli::add_common(app);
+    return aff::cli::run(app, argc, argv, [&] {
+        if (input.empty() == imatrix.empty()) aff::throw_usage("give either a profile file or --imatrix FILE");
+        auto progress = common.progress();
+        aff::quant::ExpertProfile profile;
+        if (!imatrix.empty()) {
+            aff::quant::ProfileFromImatrixReport report;
+            profile = aff::quant::profile_from_imatrix(aff::quant::read_imatrix(imatrix), layers, &report);
+            if (!report.unmatched.empty())
+                progress->note(std::to_string(report.unmatched.size()) + " imatrix tensors name no routed expert (first: " +
+                               report.unmatched.front() + ")");
+            if (!report.ignored_layers.empty())
+                progress->note("ignored expert tensors of " + std::to_string(report.ignored_layers.size()) +
+                               " layers at or past --layers " + std::to_string(layers));
+        } else {
+            profile = aff::quant::ExpertProfile::read_file(input);
+        }
+        if (!out.empty()) profile.write_file(out);
+        if (common.json) std::cout << aff::quant::profile_json(profile, top).dump(2) << '\n';
+        else aff::quant::write_profile_text(std::cout, profile, top);
+        return aff::cli::exit_ok;
+    });
+}
