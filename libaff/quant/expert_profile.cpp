@@ -121,10 +121,15 @@ ExpertProfile profile_from_imatrix(const Imatrix& im, std::uint32_t max_layers, 
         if (!fresh && it->second->name.find("_down_") != std::string::npos && !ref->w2) it->second = &e;
     }
     if (chosen.empty()) throw Error(ErrorKind::format, "no routed-expert tensors (blk.N.ffn_*_exps.weight)", im.path);
+    const std::uint64_t layers = max_layers ? max_layers : static_cast<std::uint64_t>(chosen.rbegin()->first) + 1;
+    if (layers > kMaxLayers || experts > kMaxExperts || layers * experts > (1u << 24))
+        throw Error(ErrorKind::format,
+                    std::to_string(layers) + " layers x " + std::to_string(experts) + " experts is out of range",
+                    im.path);
     ExpertProfile p;
     p.source = ProfileSource::imatrix;
     p.experts = static_cast<std::uint32_t>(experts);
-    p.layers = max_layers ? max_layers : static_cast<std::uint32_t>(chosen.rbegin()->first + 1);
+    p.layers = static_cast<std::uint32_t>(layers);
     p.counts.assign(static_cast<std::size_t>(p.layers) * p.experts, 0);
     for (const auto& [layer, e] : chosen)
         for (std::uint32_t x = 0; x < p.experts; ++x)

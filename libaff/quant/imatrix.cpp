@@ -147,9 +147,13 @@ Imatrix parse_gguf(Cursor& c, const std::string& path) {
             TensorInfo t;
             const auto dims = c.get<std::uint32_t>("dimension count");
             if (dims == 0 || dims > 4) throw_format("has " + std::to_string(dims) + " dimensions");
+            std::uint64_t elements = 1;
             for (std::uint32_t d = 0; d < dims; ++d) {
                 t.ne.push_back(c.get<std::uint64_t>("dimension"));
                 if (t.ne.back() == 0 || t.ne.back() > (1ull << 32)) throw_format("dimension out of range");
+                // Every element is 4 bytes of this file: more than it holds is a lie.
+                if (t.ne.back() > c.size() / 4 / elements) throw_format("has more elements than the file has bytes");
+                elements *= t.ne.back();
             }
             t.type = c.get<std::uint32_t>("type");
             t.offset = c.get<std::uint64_t>("offset");
