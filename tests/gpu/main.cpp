@@ -1,6 +1,8 @@
 // Runs every device test (tests/gpu/*_test.cpp) on the first visible GPU and prints one
 // table row per comparison; exits 1 if any row fails or a test throws. Not part of ctest
 // (CI has no GPU): tests/gpu/run.sh builds and runs it on a machine with one.
+// usage: aff_gpu_tests [NAME...]   only the tests whose name starts with one of the NAMEs
+// (e.g. "moe_gemv", to run one family under compute-sanitizer in reasonable time).
 #include "device_test.hpp"
 
 #include "aff/core/error.hpp"
@@ -15,7 +17,7 @@ std::vector<std::pair<std::string, TestFn>>& registry() {
 }
 }  // namespace aff::gpu::test
 
-int main() {
+int main(int argc, char** argv) {
     using namespace aff::gpu;
     try {
         const std::vector<int> devices = select_devices(1);
@@ -32,6 +34,9 @@ int main() {
     int failed = 0;
     std::vector<test::Row> rows;
     for (auto& [name, fn] : test::registry()) {
+        bool wanted = argc < 2;
+        for (int i = 1; i < argc; ++i) wanted = wanted || name.rfind(argv[i], 0) == 0;
+        if (!wanted) continue;
         try {
             fn(rows);
         } catch (const std::exception& e) {

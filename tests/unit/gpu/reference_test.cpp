@@ -3,14 +3,18 @@
 // GPU against an oracle that is itself checked. Runs in every build; needs no GPU.
 #include "aff/gpu/reference/fp8_gemv.hpp"
 #include "aff/gpu/reference/hc.hpp"
+#include "aff/gpu/reference/moe_gemv.hpp"
 #include "aff/gpu/reference/rms_norm.hpp"
 #include "aff/gpu/reference/rope.hpp"
 #include "aff/gpu/reference/router_topk.hpp"
 
 #include "aff/core/error.hpp"
+#include "aff/quant/codebook.hpp"
+#include "aff/quant/half.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -206,4 +210,34 @@ TEST_CASE("router: bias only selects, weights renormalise and scale, hash uses t
     aff::cpu::router_topk(logits.data(), 1, c, bias.data(), tid2eid.data(), &token, ids.data(), wts.data());
     CHECK(ids == std::vector<int32_t>{7, 3});
     CHECK_THAT(wts[1], WithinRel(1.5 * s(-2.0) / (s(0.5) + s(-2.0)), 1e-6));
+}
+
+TEST_CASE("moe gemv twin: windows of all-zero and all-one bits, block scales, zero scale", "[gpu]") {
+    // Row 0: block 0 all-zero bits (every window 0), scale 0.5; block 1 all-one bits
+    // (windows 63, 2047, then 4095 for the other 126 steps: format §4), scale -2.
+    // Row 1: block 0 all-one bits with scale 0 (decodes to zeros), block 1 all-zero, scale 1.
+    const aff::quant::Codebook& cb = aff::quant::Codebook::builtin();
+    std::vector<std::uint8_t> w(4 * 92, 0);
+    auto set_block = [&](int b, std::uint8_t bits, float scale) {
+        std::fill(w.begin() + b * 92, w.begin() + b * 92 + 90, bits);
+        const std::uint16_t s = aff::quant::float_to_bf16(scale);
+        w[b * 92 + 90] = static_cast<std::uint8_t>(s);
+        w[b * 92 + 91] = static_cast<std::uint8_t>(s >> 8);
+    };
+    set_block(0, 0x00, 0.5f);
+    set_block(1, 0xff, -2.0f);
+    set_block(2, 0xff, 0.0f);
+    set_block(3, 0x00, 1.0f);
+    std::vector<float> x(2 * 512, 1.0f);
+    std::fill(x.begin() + 512, x.end(), 3.0f);  // batch 2: three times batch 1
+    std::vector<float> y(2 * 2);
+    aff::cpu::moe_gemv(w.data(), 2, 512, cb, x.data(), 2, y.data());
+    const float* c0 = cb.coord0();
+    const float* c1 = cb.coord1();
+    const double zeros = 128.0 * (static_cast<double>(c0[0]) + c1[0]);
+    const double ones = static_cast<double>(c0[63]) + c1[63] + c0[2047] + c1[2047] + 126.0 * (static_cast<double>(c0[4095]) + c1[4095]);
+    CHECK_THAT(y[0], WithinRel(static_cast<float>(0.5 * zeros - 2.0 * ones), 1e-5f));
+    CHECK_THAT(y[1], WithinRel(static_cast<float>(zeros), 1e-5f));
+    CHECK_THAT(y[2], WithinRel(static_cast<float>(3.0 * (0.5 * zeros - 2.0 * ones)), 1e-5f));
+    CHECK_THAT(y[3], WithinRel(static_cast<float>(3.0 * zeros), 1e-5f));
 }
