@@ -33,6 +33,9 @@ struct MoeGemvTuning {
     int target_blocks = 264;
     bool dependent_launch = true;
 };
+// Measured on the H200 (2026-11-29, tests/bench/RESULTS.md): 264 blocks with the dependent
+// launch is best for 6 experts a launch (16 % / 8 % of the read ceiling at batch 1 / 4); one
+// expert a launch is faster without the dependent launch.
 inline constexpr MoeGemvTuning kMoeGemvDefault{};
 
 // Runs `count` (1..kMoeGemvMaxJobs) jobs of the same n × k in one launch. codebook: device
