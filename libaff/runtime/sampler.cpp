@@ -1,0 +1,128 @@
+// Token sampling (see sampler.hpp). Works on a sorted candidate list so each filter is
+// a cut of a prefix; the vocabulary is 129 280 tokens, so a partial sort to the largest
+// cut keeps this far below the cost of one decode step.
+#include "aff/runtime/sampler.hpp"
+
+#include "aff/core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+namespace aff {
+namespace {
+
+bool better(std::span<const float> logits, std::int32_t a, std::int32_t b) {
+    const float la = logits[a], lb = logits[b];
+    if (la != lb) return la > lb;
+    return a < b;
+}
+
+float log_sum_exp(std::span<const float> logits, float max_logit) {
+    double sum = 0.0;
+    for (float l : logits) sum += std::exp(double(l) - max_logit);
+    return max_logit + float(std::log(sum));
+}
+
+float max_of(std::span<const float> logits) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (float l : logits) m = std::max(m, l);
+    return m;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {
+    if (!(params.temperature >= 0.0f) || !std::isfinite(params.temperature))
+        throw_usage("temperature must be a finite number >= 0, got " + std::to_string(params.temperature));
+    if (params.top_k < 0) throw_usage("top_k must be >= 0, got " + std::to_string(params.top_k));
+    if (!(params.top_p >= 0.0f && params.top_p <= 1.0f))
+        throw_usage("top_p must be in [0, 1], got " + std::to_string(params.top_p));
+    if (!(params.min_p >= 0.0f && params.min_p <= 1.0f))
+        throw_usage("min_p must be in [0, 1], got " + std::to_string(params.min_p));
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits) {
+    if (logits.empty()) throw_internal("sampler: empty logits");
+    const auto n = static_cast<std::int32_t>(logits.size());
+    if (params_.temperature == 0.0f) {
+        std::int32_t best = 0;
+        for (std::int32_t i = 1; i < n; ++i)
+            if (better(logits, i, best)) best = i;
+        return best;
+    }
+    // Candidates sorted by logit; only as many as the filters can keep.
+    order_.resize(logits.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::size_t keep = logits.size();
+    if (params_.top_k > 0) keep = std::min<std::size_t>(keep, std::size_t(params_.top_k));
+    auto cmp = [&](std::int32_t a, std::int32_t b) { return better(logits, a, b); };
+    if (keep < order_.size()) {
+        std::partial_sort(order_.begin(), order_.begin() + std::ptrdiff_t(keep), order_.end(), cmp);
+    } else {
+        std::sort(order_.begin(), order_.end(), cmp);
+    }
+    // Softmax over the kept candidates at the requested temperature.
+    const double inv_t = 1.0 / params_.temperature;
+    const double top = logits[order_[0]];
+    probs_.resize(keep);
+    double sum = 0.0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        const double p = std::exp((double(logits[order_[i]]) - top) * inv_t);
+        probs_[i] = float(p);
+        sum += p;
+    }
+    for (std::size_t i = 0; i < keep; ++i) probs_[i] = float(probs_[i] / sum);
+    // min-p: relative to the most likely token (probs_[0]).
+    if (params_.min_p > 0.0f) {
+        const float floor = params_.min_p * probs_[0];
+        std::size_t k = 1;
+        while (k < keep && probs_[k] >= floor) ++k;
+        keep = k;
+    }
+    // top-p: smallest prefix whose mass reaches top_p (mass of the kept set so far).
+    if (params_.top_p < 1.0f) {
+        double mass = 0.0, total = 0.0;
+        for (std::size_t i = 0; i < keep; ++i) total += probs_[i];
+        std::size_t k = 0;
+        while (k < keep) {
+            mass += probs_[k];
+            ++k;
+            if (mass >= params_.top_p * total) break;
+        }
+        keep = k;
+    }
+    double total = 0.0;
+    for (std::size_t i = 0; i < keep; ++i) total += probs_[i];
+    // 53 random bits give a uniform double in [0, 1); the draw is independent of the
+    // standard library's distribution implementations, so results match across builds.
+    const double u = double(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    double acc = 0.0;
+    for (std::size_t i = 0; i < keep; ++i) {
+        acc += probs_[i];
+        if (u < acc) return order_[i];
+    }
+    return order_[keep - 1];
+}
+
+float token_logprob(std::span<const float> logits, std::int32_t token) {
+    if (token < 0 || std::size_t(token) >= logits.size()) throw_internal("token_logprob: token out of range");
+    return logits[token] - log_sum_exp(logits, max_of(logits));
+}
+
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::size_t k) {
+    k = std::min(k, logits.size());
+    std::vector<std::int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(),
+                      [&](std::int32_t a, std::int32_t b) { return better(logits, a, b); });
+    const float lse = log_sum_exp(logits, max_of(logits));
+    std::vector<TokenLogprob> out;
+    out.reserve(k);
+    for (std::size_t i = 0; i < k; ++i) out.push_back({order[i], logits[order[i]] - lse});
+    return out;
+}
+
+}  // namespace aff

@@ -1,0 +1,52 @@
+// Picks the next token from a row of logits: temperature, top-k, top-p (nucleus) and
+// min-p, seeded so a generation is reproducible. Also the log-probabilities a server
+// reports (OpenAI `logprobs`), which are taken from the model's own distribution
+// (softmax of the raw logits), not from the truncated one that was sampled.
+// The generation loop that calls this lives with its caller (libaff/serve, aff-run).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace aff {
+
+struct SamplerParams {
+    float temperature = 1.0f;  // 0 = greedy (argmax); otherwise logits are divided by it
+    int top_k = 0;             // 0 = off; otherwise keep the k most likely tokens
+    float top_p = 1.0f;        // 1 = off; keep the smallest set whose mass reaches top_p
+    float min_p = 0.0f;        // 0 = off; drop tokens below min_p * p(most likely)
+    std::uint64_t seed = 0;
+};
+
+struct TokenLogprob {
+    std::int32_t token = 0;
+    float logprob = 0.0f;
+};
+
+class Sampler {
+public:
+    // Throws aff::Error (usage) naming the parameter when one is out of range.
+    explicit Sampler(const SamplerParams& params);
+
+    // Returns the chosen token id. Filters apply in the order top-k, temperature,
+    // min-p, top-p; ties are broken by the lower token id, so the result depends only
+    // on the logits, the parameters and the number of earlier calls.
+    std::int32_t sample(std::span<const float> logits);
+
+    const SamplerParams& params() const { return params_; }
+
+private:
+    SamplerParams params_;
+    std::mt19937_64 rng_;
+    std::vector<std::int32_t> order_;  // scratch, reused across calls
+    std::vector<float> probs_;
+};
+
+// log-softmax of logits at one token.
+float token_logprob(std::span<const float> logits, std::int32_t token);
+// The k most likely tokens under softmax(logits), most likely first (ties: lower id).
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::size_t k);
+
+}  // namespace aff

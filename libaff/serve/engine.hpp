@@ -1,0 +1,104 @@
+// The seam between the server and whatever generates tokens. The server (HTTP, the
+// OpenAI mapping, queueing, sampling, stop strings, streaming) is written against
+// this interface only, so the CPU reference model, the GPU path and the scripted test
+// engine (test_engine.hpp) all serve the same API with no change to it.
+//
+// An Engine does four jobs: turn a chat into prompt tokens (the model's chat
+// encoding), run one sequence (prefill, then one token at a time, giving logits),
+// turn generated tokens back into text, and split the text of a chat reply into
+// reasoning, content and tool calls. One sequence at a time: the server serialises
+// calls (scheduler.hpp), so implementations need no locking of their own.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aff::serve {
+
+struct ToolCall {
+    std::string id;
+    std::string name;
+    std::string arguments;  // JSON text, as OpenAI sends it
+};
+
+// One message of an OpenAI chat, already validated (openai_request.hpp).
+struct ChatMessage {
+    std::string role;  // system, developer, user, assistant, tool
+    std::string content;
+    std::string reasoning_content;     // assistant turns from a thinking model
+    std::vector<ToolCall> tool_calls;  // assistant
+    std::string tool_call_id;          // tool
+    std::string name;
+};
+
+struct ChatPrompt {
+    std::vector<ChatMessage> messages;
+    nlohmann::json tools = nlohmann::json::array();  // OpenAI `function` objects
+    bool thinking = false;
+    std::string reasoning_effort;  // "", "low", "medium", "high", "max"
+};
+
+// Pieces of a chat reply as the text streams in.
+struct ChatEvent {
+    enum class Kind {
+        reasoning,       // text: more reasoning
+        content,         // text: more answer
+        tool_call_begin, // text: function name
+        tool_call_args,  // text: more of the arguments JSON
+        tool_call_end,
+    };
+    Kind kind;
+    std::string text;
+    bool operator==(const ChatEvent&) const = default;
+};
+
+class ChatOutputParser {
+public:
+    virtual ~ChatOutputParser() = default;
+    // Appends the events that `text` completes; text that may still turn out to be
+    // markup is held back until more arrives or finish() is called.
+    virtual void feed(std::string_view text, std::vector<ChatEvent>& out) = 0;
+    virtual void finish(std::vector<ChatEvent>& out) = 0;
+};
+
+// Token ids to text, holding back bytes of an unfinished UTF-8 character.
+class TokenTextStream {
+public:
+    virtual ~TokenTextStream() = default;
+    virtual std::string push(std::int32_t token) = 0;
+    virtual std::string finish() = 0;
+};
+
+class Engine {
+public:
+    virtual ~Engine() = default;
+
+    virtual std::string model_id() const = 0;
+    virtual std::size_t context_size() const = 0;
+    virtual std::size_t vocab_size() const = 0;
+
+    // Throws aff::Error (usage) for content the encoding cannot express.
+    virtual std::vector<std::int32_t> render_chat(const ChatPrompt& prompt) const = 0;
+    // Plain text (no chat markup) for /v1/completions; `add_bos` at the very start.
+    virtual std::vector<std::int32_t> tokenize(std::string_view text, bool add_bos) const = 0;
+    // The text of one token as logprobs report it (may be part of a UTF-8 character).
+    virtual std::string token_text(std::int32_t token) const = 0;
+    virtual std::unique_ptr<TokenTextStream> text_stream() const = 0;
+    virtual std::unique_ptr<ChatOutputParser> chat_parser(const ChatPrompt& prompt) const = 0;
+    // End of turn: generation stops here and the token adds no text.
+    virtual bool is_end_token(std::int32_t token) const = 0;
+
+    // Starts a new sequence with `tokens` and returns the logits for the next token.
+    virtual std::span<const float> prefill(std::span<const std::int32_t> tokens) = 0;
+    // Appends one token to the sequence and returns the logits for the next one.
+    virtual std::span<const float> decode(std::int32_t token) = 0;
+};
+
+}  // namespace aff::serve

@@ -1,0 +1,70 @@
+// OpenAI request bodies (chat completions, completions) parsed and validated into
+// plain structs. Anything a client could get wrong (malformed JSON, bad UTF-8, a
+// field of the wrong type or out of range, an unknown role, n > 1) becomes an
+// ApiError naming the field, which the server returns as HTTP 400 with OpenAI's
+// {"error": {"message", "type", "param", "code"}} object. Fields this server does
+// not act on but that clients routinely send (user, presence_penalty 0, ...) are
+// accepted and ignored; fields whose meaning it cannot honour are rejected.
+#pragma once
+
+#include "aff/serve/engine.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace aff::serve {
+
+struct ApiError {
+    int status = 400;
+    std::string message;
+    std::string type = "invalid_request_error";
+    std::string param;  // empty = null
+    std::string code;   // empty = null
+    nlohmann::json to_json() const;
+};
+
+// Fields shared by both endpoints; unset optionals take the server's defaults.
+struct SamplingRequest {
+    std::optional<float> temperature;
+    std::optional<float> top_p;
+    std::optional<int> top_k;
+    std::optional<float> min_p;
+    std::optional<std::uint64_t> seed;
+    std::optional<std::size_t> max_tokens;  // max_tokens or max_completion_tokens
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    int logprobs = -1;           // -1 none; else the number of top alternatives (0 = chosen only)
+};
+
+struct ChatRequest {
+    std::string model;
+    ChatPrompt prompt;
+    SamplingRequest sampling;
+    std::string tool_choice = "auto";  // auto, none, required, function
+    std::string tool_choice_name;      // for "function"
+    bool thinking_requested = false;   // the request said something about thinking
+};
+
+struct CompletionRequest {
+    std::string model;
+    bool prompt_is_tokens = false;
+    std::string prompt_text;
+    std::vector<std::int32_t> prompt_tokens;
+    SamplingRequest sampling;
+};
+
+// `default_thinking` applies when the request says nothing about thinking.
+std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body, bool default_thinking);
+std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body);
+
+// Is `text` well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF)?
+bool valid_utf8(std::string_view text);
+
+}  // namespace aff::serve

@@ -1,0 +1,451 @@
+// The OpenAI API mapped onto HTTP (see service.hpp).
+#include "aff/serve/service.hpp"
+
+#include "aff/core/error.hpp"
+#include "aff/serve/generation.hpp"
+#include "aff/serve/openai_response.hpp"
+#include "aff/serve/sse.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+namespace aff::serve {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+ApiError error(int status, std::string message, std::string type, std::string code = {}, std::string param = {}) {
+    ApiError e;
+    e.status = status;
+    e.message = std::move(message);
+    e.type = std::move(type);
+    e.code = std::move(code);
+    e.param = std::move(param);
+    return e;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+    unsigned diff = a.size() == b.size() ? 0u : 1u;
+    for (std::size_t i = 0; i < a.size(); ++i) diff |= unsigned(a[i] ^ (i < b.size() ? b[i] : 0));
+    return diff == 0;
+}
+
+GenerationParams generation_params(const SamplingRequest& s, std::size_t max_tokens, const ServiceOptions& o) {
+    GenerationParams p;
+    p.max_tokens = max_tokens;
+    p.sampling.temperature = s.temperature.value_or(o.default_temperature);
+    p.sampling.top_p = s.top_p.value_or(o.default_top_p);
+    p.sampling.top_k = s.top_k.value_or(0);
+    p.sampling.min_p = s.min_p.value_or(0.0f);
+    p.sampling.seed = s.seed ? *s.seed : std::random_device{}() * 0x9E3779B97F4A7C15ull + std::random_device{}();
+    p.stop = s.stop;
+    p.logprobs = s.logprobs;
+    return p;
+}
+
+std::string escape_for_log(const std::string& text) {
+    return json(text).dump(-1, ' ', true, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+Service::Service(ServiceOptions options) : options_(std::move(options)), scheduler_(options_.max_waiting) {}
+
+void Service::set_engine(std::unique_ptr<Engine> engine) {
+    engine_ = std::move(engine);
+    if (options_.model_id.empty()) options_.model_id = engine_->model_id();
+    ready_.store(true);
+}
+
+std::size_t Service::context_size() const {
+    const std::size_t engine_ctx = engine_->context_size();
+    return options_.ctx_size ? std::min(options_.ctx_size, engine_ctx) : engine_ctx;
+}
+
+Service::Outcome Service::send_json(HttpResponse& response, int status, const json& body, const HttpHeaders& extra) {
+    response.send(status, "application/json", dump(body) + "\n", extra);
+    Outcome o;
+    o.status = status;
+    return o;
+}
+
+Service::Outcome Service::send_error(HttpResponse& response, const ApiError& e, const HttpHeaders& extra) {
+    return send_json(response, e.status, e.to_json(), extra);
+}
+
+void Service::reject(const HttpRequest& request, int status, const std::string& message, HttpResponse& response) {
+    const auto start = Clock::now();
+    HttpHeaders extra;
+    if (status == 503) extra.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
+    const std::string type = status >= 500 ? "server_error" : "invalid_request_error";
+    Outcome o = send_error(response, error(status, message, type), extra);
+    metrics_.count_request(request.path, status);
+    log_line(request, o, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+}
+
+void Service::handle(const HttpRequest& request, HttpResponse& response) {
+    const auto start = Clock::now();
+    Outcome o;
+    try {
+        o = route(request, response);
+    } catch (const std::exception& e) {
+        // An engine failure: the request cannot be completed; the server goes on.
+        if (!response.started()) {
+            o = send_error(response, error(500, std::string("internal error: ") + e.what(), "server_error"));
+        } else {
+            response.write(sse_event(error(500, std::string("internal error: ") + e.what(), "server_error").to_json()));
+            response.close_after();
+            o.status = 500;
+        }
+    }
+    metrics_.count_request(request.path, o.status);
+    log_line(request, o, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+}
+
+void Service::log_line(const HttpRequest& request, const Outcome& o, double ms) {
+    if (!options_.log) return;
+    char line[512];
+    std::snprintf(line, sizeof line, "%s %s %d prompt=%zu completion=%zu %.0fms",
+                  request.method.empty() ? "-" : request.method.c_str(),
+                  request.path.empty() ? "-" : request.path.substr(0, 200).c_str(), o.status, o.prompt_tokens,
+                  o.completion_tokens, ms);
+    std::lock_guard lock(log_mutex_);
+    options_.log(line);
+    if (options_.log_prompts && !o.prompt_log.empty()) options_.log("  prompt: " + o.prompt_log);
+}
+
+Service::Outcome Service::route(const HttpRequest& request, HttpResponse& response) {
+    const std::string& path = request.path;
+    if (path == "/health") {
+        if (request.method != "GET") return send_error(response, error(405, "use GET for /health", "invalid_request_error"), {{"Allow", "GET"}});
+        return ready_ ? send_json(response, 200, {{"status", "ok"}})
+                      : send_json(response, 503, {{"status", "loading"}}, {{"Retry-After", std::to_string(options_.retry_after_s)}});
+    }
+    if (!options_.api_key.empty()) {
+        const auto auth = request.header("authorization");
+        const std::string want = "Bearer " + options_.api_key;
+        if (!auth || !constant_time_equal(*auth, want))
+            return send_error(response, error(401, auth ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.",
+                                              "invalid_request_error", "invalid_api_key"),
+                              {{"WWW-Authenticate", "Bearer"}});
+    }
+    auto only = [&](const char* method) -> std::optional<Outcome> {
+        if (request.method == method) return std::nullopt;
+        return send_error(response, error(405, std::string("use ") + method + " for " + path, "invalid_request_error"),
+                          {{"Allow", method}});
+    };
+    if (path == "/metrics") {
+        if (auto o = only("GET")) return *o;
+        response.send(200, "text/plain; version=0.0.4", metrics_.render(scheduler_.waiting(), scheduler_.busy(), ready_));
+        Outcome o;
+        o.status = 200;
+        return o;
+    }
+    if (path == "/v1/models" || path.rfind("/v1/models/", 0) == 0) {
+        if (auto o = only("GET")) return *o;
+        const std::string id = options_.model_id.empty() && ready_ ? engine_->model_id() : options_.model_id;
+        const json model = {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "aff"}};
+        if (path == "/v1/models") return send_json(response, 200, {{"object", "list"}, {"data", json::array({model})}});
+        const std::string asked = path.substr(11);
+        if (asked != id)
+            return send_error(response, error(404, "The model '" + asked + "' does not exist", "invalid_request_error", "model_not_found", "model"));
+        return send_json(response, 200, model);
+    }
+    if (path == "/v1/chat/completions") {
+        if (auto o = only("POST")) return *o;
+        return chat(request, response);
+    }
+    if (path == "/v1/completions") {
+        if (auto o = only("POST")) return *o;
+        return completion(request, response);
+    }
+    return send_error(response, error(404, "Unknown path " + path.substr(0, 200), "invalid_request_error", "unknown_url"));
+}
+
+std::optional<ApiError> Service::check_ready_and_fit(std::size_t prompt_tokens) const {
+    const std::size_t ctx = context_size();
+    if (prompt_tokens >= ctx)
+        return error(400,
+                     "This model's maximum context length is " + std::to_string(ctx) + " tokens; the prompt is " +
+                         std::to_string(prompt_tokens) + " tokens, which leaves no room for a reply.",
+                     "invalid_request_error", "context_length_exceeded", "messages");
+    return std::nullopt;
+}
+
+Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response) {
+    auto parsed = parse_chat_request(request.body, options_.default_thinking);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
+    ChatRequest& r = std::get<ChatRequest>(parsed);
+    if (!ready_)
+        return send_error(response, error(503, "the model is still loading", "server_error", "model_loading"),
+                          {{"Retry-After", std::to_string(options_.retry_after_s)}});
+    ChatPrompt prompt = r.prompt;
+    if (r.tool_choice == "none") {
+        prompt.tools = json::array();
+    } else if (r.tool_choice == "function") {
+        json only = json::array();
+        for (const auto& t : prompt.tools)
+            if (t.value("name", "") == r.tool_choice_name) only.push_back(t);
+        prompt.tools = only;
+    }
+    std::vector<std::int32_t> tokens;
+    try {
+        tokens = engine_->render_chat(prompt);
+    } catch (const Error& e) {
+        return send_error(response, error(400, e.what(), "invalid_request_error", "invalid_value", "messages"));
+    }
+    Outcome out;
+    out.prompt_tokens = tokens.size();
+    if (options_.log_prompts) out.prompt_log = escape_for_log(request.body);
+    if (auto e = check_ready_and_fit(tokens.size())) {
+        Outcome o = send_error(response, *e);
+        o.prompt_tokens = tokens.size();
+        return o;
+    }
+    const std::size_t room = context_size() - tokens.size();
+    std::size_t max_tokens = r.sampling.max_tokens.value_or(room);
+    if (options_.max_tokens_floor > 0) max_tokens = std::max(max_tokens, options_.max_tokens_floor);
+    max_tokens = std::min(max_tokens, room);
+    const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
+
+    Scheduler::Turn turn;
+    switch (scheduler_.acquire(turn, [&] { return response.client_gone(); })) {
+        case Scheduler::Admission::granted: break;
+        case Scheduler::Admission::queue_full: {
+            metrics_.count_rejected_full();
+            Outcome o = send_error(response, error(503, "the server is busy: the request queue is full, retry later",
+                                                   "server_error", "queue_full"),
+                                   {{"Retry-After", std::to_string(options_.retry_after_s)}});
+            o.prompt_tokens = tokens.size();
+            return o;
+        }
+        case Scheduler::Admission::cancelled:
+            out.status = 499;  // client closed the request (nginx's convention), never sent
+            response.abandon();
+            return out;
+    }
+
+    const std::string model = options_.model_id;
+    ChatReplyBuilder builder(random_id("chatcmpl-"), model, unix_now());
+    auto parser = engine_->chat_parser(prompt);
+    std::vector<ChatEvent> events;
+    json pending_logprobs = json::array();
+    const bool stream = r.sampling.stream;
+    bool client_ok = true;
+    auto write_deltas = [&](const std::vector<json>& deltas) {
+        for (const auto& d : deltas) {
+            json lp = nullptr;
+            if (params.logprobs >= 0 && !pending_logprobs.empty()) {
+                lp = {{"content", pending_logprobs}};
+                pending_logprobs = json::array();
+            }
+            client_ok = client_ok && response.write(sse_event(builder.chunk(d, nullptr, lp)));
+        }
+    };
+    json all_logprobs = json::array();
+    if (stream) {
+        client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+        client_ok = client_ok && response.write(sse_event(builder.chunk({{"role", "assistant"}, {"content", ""}})));
+    }
+    GenerationHooks hooks;
+    hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    hooks.on_step = [&](const GenerationStep& step) {
+        events.clear();
+        parser->feed(step.text, events);
+        if (step.logprob) {
+            const json entry = chat_logprob_entry(*engine_, *step.logprob);
+            (stream ? pending_logprobs : all_logprobs).push_back(entry);
+        }
+        auto deltas = builder.deltas(events);
+        if (stream) write_deltas(deltas);
+        return client_ok;
+    };
+    const GenerationResult result = generate(*engine_, tokens, params, hooks);
+    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
+                            result.decode_ms / 1000.0);
+    turn.release();
+    out.completion_tokens = result.completion_tokens;
+    if (result.finish == FinishReason::cancelled) {
+        metrics_.count_cancelled();
+        out.status = stream ? 200 : 499;
+        if (stream) response.close_after();
+        else response.abandon();
+        return out;
+    }
+    events.clear();
+    parser->finish(events);
+    auto deltas = builder.deltas(events);
+    const std::string finish = builder.finish_reason(result.finish);
+    if (stream) {
+        write_deltas(deltas);
+        json last = builder.chunk(json::object(), finish,
+                                  pending_logprobs.empty() || params.logprobs < 0 ? json(nullptr)
+                                                                                  : json{{"content", pending_logprobs}});
+        last["timings"] = timings_json(result);
+        response.write(sse_event(last));
+        if (r.sampling.include_usage) {
+            json usage = builder.chunk(json::object());
+            usage["choices"] = json::array();
+            usage["usage"] = usage_json(result);
+            response.write(sse_event(usage));
+        }
+        response.write(sse_done());
+        response.end_stream();
+        out.status = 200;
+        return out;
+    }
+    json body = builder.chunk(json::object());
+    body["object"] = "chat.completion";
+    body["choices"] = json::array({{{"index", 0},
+                                    {"message", builder.message()},
+                                    {"logprobs", params.logprobs >= 0 ? json{{"content", all_logprobs}} : json(nullptr)},
+                                    {"finish_reason", finish}}});
+    body["usage"] = usage_json(result);
+    body["timings"] = timings_json(result);
+    Outcome o = send_json(response, 200, body);
+    o.prompt_tokens = out.prompt_tokens;
+    o.completion_tokens = out.completion_tokens;
+    o.prompt_log = out.prompt_log;
+    return o;
+}
+
+Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& response) {
+    auto parsed = parse_completion_request(request.body);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
+    CompletionRequest& r = std::get<CompletionRequest>(parsed);
+    if (!ready_)
+        return send_error(response, error(503, "the model is still loading", "server_error", "model_loading"),
+                          {{"Retry-After", std::to_string(options_.retry_after_s)}});
+    std::vector<std::int32_t> tokens;
+    if (r.prompt_is_tokens) {
+        for (std::size_t i = 0; i < r.prompt_tokens.size(); ++i)
+            if (std::size_t(r.prompt_tokens[i]) >= engine_->vocab_size())
+                return send_error(response, error(400, "prompt[" + std::to_string(i) + "] = " + std::to_string(r.prompt_tokens[i]) +
+                                                           " is not a token id (vocabulary of " + std::to_string(engine_->vocab_size()) + ")",
+                                                   "invalid_request_error", "invalid_value", "prompt"));
+        tokens = r.prompt_tokens;
+    } else {
+        tokens = engine_->tokenize(r.prompt_text, true);
+    }
+    Outcome out;
+    out.prompt_tokens = tokens.size();
+    if (options_.log_prompts) out.prompt_log = escape_for_log(request.body);
+    if (auto e = check_ready_and_fit(tokens.size())) {
+        ApiError err = *e;
+        err.param = "prompt";
+        Outcome o = send_error(response, err);
+        o.prompt_tokens = tokens.size();
+        return o;
+    }
+    const std::size_t room = context_size() - tokens.size();
+    // OpenAI's default for this endpoint is 16; no reasoning happens here, so no floor.
+    const std::size_t max_tokens = std::min(r.sampling.max_tokens.value_or(16), room);
+    const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
+
+    Scheduler::Turn turn;
+    switch (scheduler_.acquire(turn, [&] { return response.client_gone(); })) {
+        case Scheduler::Admission::granted: break;
+        case Scheduler::Admission::queue_full: {
+            metrics_.count_rejected_full();
+            Outcome o = send_error(response, error(503, "the server is busy: the request queue is full, retry later",
+                                                   "server_error", "queue_full"),
+                                   {{"Retry-After", std::to_string(options_.retry_after_s)}});
+            o.prompt_tokens = tokens.size();
+            return o;
+        }
+        case Scheduler::Admission::cancelled:
+            out.status = 499;
+            response.abandon();
+            return out;
+    }
+    const std::string id = random_id("cmpl-");
+    const std::int64_t created = unix_now();
+    auto chunk = [&](const std::string& text, const json& finish, const json& logprobs) {
+        return json{{"id", id},
+                    {"object", "text_completion"},
+                    {"created", created},
+                    {"model", options_.model_id},
+                    {"system_fingerprint", nullptr},
+                    {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}}})}};
+    };
+    // OpenAI's legacy logprobs: parallel arrays.
+    json lp_tokens = json::array(), lp_values = json::array(), lp_top = json::array(), lp_offsets = json::array();
+    std::size_t text_offset = 0;
+    auto add_logprob = [&](const StepLogprob& lp) {
+        const std::string t = engine_->token_text(lp.token);
+        lp_tokens.push_back(t);
+        lp_values.push_back(lp.logprob);
+        json top = json::object();
+        for (const auto& alt : lp.top) top[engine_->token_text(alt.token)] = alt.logprob;
+        lp_top.push_back(top);
+        lp_offsets.push_back(text_offset);
+        text_offset += t.size();
+    };
+    auto logprobs_json = [&] {
+        return json{{"tokens", lp_tokens}, {"token_logprobs", lp_values}, {"top_logprobs", lp_top}, {"text_offset", lp_offsets}};
+    };
+    const bool stream = r.sampling.stream;
+    bool client_ok = true;
+    if (stream) client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    GenerationHooks hooks;
+    hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    hooks.on_step = [&](const GenerationStep& step) {
+        if (step.logprob) add_logprob(*step.logprob);
+        if (stream && (!step.text.empty() || step.logprob)) {
+            json lp = nullptr;
+            if (params.logprobs >= 0) {
+                lp = logprobs_json();
+                lp_tokens = json::array(), lp_values = json::array(), lp_top = json::array(), lp_offsets = json::array();
+            }
+            client_ok = client_ok && response.write(sse_event(chunk(step.text, nullptr, lp)));
+        }
+        return client_ok;
+    };
+    const GenerationResult result = generate(*engine_, tokens, params, hooks);
+    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
+                            result.decode_ms / 1000.0);
+    turn.release();
+    out.completion_tokens = result.completion_tokens;
+    if (result.finish == FinishReason::cancelled) {
+        metrics_.count_cancelled();
+        out.status = stream ? 200 : 499;
+        if (stream) response.close_after();
+        else response.abandon();
+        return out;
+    }
+    const std::string finish = to_string(result.finish);
+    if (stream) {
+        json last = chunk("", finish, nullptr);
+        last["timings"] = timings_json(result);
+        response.write(sse_event(last));
+        if (r.sampling.include_usage) {
+            json usage = chunk("", nullptr, nullptr);
+            usage["choices"] = json::array();
+            usage["usage"] = usage_json(result);
+            response.write(sse_event(usage));
+        }
+        response.write(sse_done());
+        response.end_stream();
+        out.status = 200;
+        return out;
+    }
+    json body = chunk(result.text, finish, params.logprobs >= 0 ? logprobs_json() : json(nullptr));
+    body["usage"] = usage_json(result);
+    body["timings"] = timings_json(result);
+    Outcome o = send_json(response, 200, body);
+    o.prompt_tokens = out.prompt_tokens;
+    o.completion_tokens = out.completion_tokens;
+    o.prompt_log = out.prompt_log;
+    return o;
+}
+
+}  // namespace aff::serve

@@ -1,0 +1,79 @@
+// The OpenAI-compatible API on top of the HTTP server: routing, authentication,
+// request validation, queueing, generation and the answer in either mode (JSON or
+// SSE), plus /health, /metrics and one log line per request. The engine arrives
+// later than the socket (loading a model takes minutes): until set_engine() the
+// server answers /health with 503 and generation requests with 503 + Retry-After.
+#pragma once
+
+#include "aff/serve/engine.hpp"
+#include "aff/serve/http_server.hpp"
+#include "aff/serve/metrics.hpp"
+#include "aff/serve/openai_request.hpp"
+#include "aff/serve/scheduler.hpp"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace aff::serve {
+
+struct ServiceOptions {
+    std::string model_id;              // reported by /v1/models and in responses
+    std::string api_key;               // empty = no authentication
+    // A chat request's max_tokens is raised to at least this (0 = honour the caller).
+    // Reasoning models spend thousands of tokens thinking before they answer; clients
+    // written for other models send budgets sized for the answer alone, which would
+    // cut the reply off inside its reasoning. The context size still caps it.
+    std::size_t max_tokens_floor = 256000;
+    std::size_t ctx_size = 0;          // 0 = the engine's context size
+    float default_temperature = 1.0f;  // the model card's recommendation
+    float default_top_p = 1.0f;
+    bool default_thinking = false;     // when a request says nothing about thinking
+    std::size_t max_waiting = 64;      // requests queued behind the running one
+    int retry_after_s = 5;             // advertised on 503
+    bool log_prompts = false;
+    std::function<void(const std::string&)> log;  // one line per request; null = silent
+};
+
+class Service final : public HttpHandler {
+public:
+    explicit Service(ServiceOptions options);
+
+    // Makes the server ready (thread-safe; called once, after loading).
+    void set_engine(std::unique_ptr<Engine> engine);
+    bool ready() const { return ready_.load(); }
+
+    void handle(const HttpRequest& request, HttpResponse& response) override;
+    void reject(const HttpRequest& request, int status, const std::string& message, HttpResponse& response) override;
+
+    const Metrics& metrics() const { return metrics_; }
+
+private:
+    struct Outcome {
+        int status = 0;
+        std::size_t prompt_tokens = 0;
+        std::size_t completion_tokens = 0;
+        std::string prompt_log;  // with --log-prompts
+    };
+
+    Outcome route(const HttpRequest& request, HttpResponse& response);
+    Outcome chat(const HttpRequest& request, HttpResponse& response);
+    Outcome completion(const HttpRequest& request, HttpResponse& response);
+    Outcome send_error(HttpResponse& response, const ApiError& error, const HttpHeaders& extra = {});
+    Outcome send_json(HttpResponse& response, int status, const nlohmann::json& body, const HttpHeaders& extra = {});
+    std::optional<ApiError> check_ready_and_fit(std::size_t prompt_tokens) const;
+    std::size_t context_size() const;
+    void log_line(const HttpRequest& request, const Outcome& outcome, double ms);
+
+    ServiceOptions options_;
+    std::unique_ptr<Engine> engine_;
+    std::atomic<bool> ready_{false};
+    Scheduler scheduler_;
+    Metrics metrics_;
+    std::mutex log_mutex_;
+};
+
+}  // namespace aff::serve

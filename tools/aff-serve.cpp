@@ -1,0 +1,87 @@
+// aff-serve: an OpenAI-compatible HTTP server (chat completions, completions, models,
+// health, metrics) over one engine. The API, queueing and HTTP live in libaff/serve;
+// this file maps flags to options, loads the engine and runs the server.
+#include "aff/core/error.hpp"
+#include "aff/core/units.hpp"
+#include "aff/serve/http_server.hpp"
+#include "aff/serve/service.hpp"
+#include "aff/serve/test_engine.hpp"
+#include "aff/ui/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+    CLI::App app{"Serve a model over an OpenAI-compatible HTTP API.", "aff-serve"};
+    std::string model_path;
+    bool test_engine = false;
+    int test_delay_ms = 0;
+    aff::serve::ServiceOptions service;
+    aff::serve::HttpServerOptions http;
+    std::string max_body = "16MiB";
+    int timeout_s = 30;
+    std::size_t ctx_size = 0;
+    app.add_option("-m,--model", model_path, "checkpoint directory or .aff container to serve");
+    app.add_flag("--test-engine", test_engine,
+                 "serve the scripted test engine instead of a model (for testing clients; not a language model)");
+    app.add_option("--test-engine-delay-ms", test_delay_ms, "with --test-engine: sleep this long per generated token")
+        ->check(CLI::Range(0, 10000));
+    app.add_option("--host", http.host, "address to listen on")->default_str("127.0.0.1");
+    app.add_option("--port", http.port, "TCP port to listen on (0 = any free port)")->default_str("8080");
+    app.add_option("--api-key", service.api_key, "require 'Authorization: Bearer KEY' (except on /health)");
+    app.add_option("--model-id", service.model_id, "model name reported by the API (default: the engine's)");
+    app.add_option("--max-tokens-floor", service.max_tokens_floor,
+                   "raise each chat request's max_tokens to at least N so reasoning is not cut off (0 = honour the caller)")
+        ->default_str("256000");
+    app.add_option("--ctx-size", ctx_size, "context size in tokens (0 = the model's)")->default_str("0");
+    app.add_option("--temperature", service.default_temperature, "temperature when a request sends none")
+        ->check(CLI::Range(0.0, 2.0))->default_str("1.0");
+    app.add_option("--top-p", service.default_top_p, "top_p when a request sends none")
+        ->check(CLI::Range(0.0, 1.0))->default_str("1.0");
+    app.add_flag("--thinking", service.default_thinking, "think when a request does not say (default: do not)");
+    app.add_option("--queue-size", service.max_waiting, "requests that may wait behind the running one; more get 503")
+        ->default_str("64");
+    app.add_option("--max-body", max_body, "largest request body accepted (413 above it)")->default_str("16MiB");
+    app.add_option("--timeout-s", timeout_s, "seconds a client may take to send a request or to take output")
+        ->check(CLI::Range(1, 3600))->default_str("30");
+    app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
+    const aff::cli::Common& common = aff::cli::add_common(app, false);
+
+    return aff::cli::run(app, argc, argv, [&] {
+        if (test_engine == !model_path.empty())
+            aff::throw_usage("give exactly one of --model PATH or --test-engine");
+        if (!model_path.empty())
+            aff::throw_unsupported("serving a model is not implemented yet (the model loader has not landed); "
+                                   "only --test-engine works in this build", model_path);
+        service.ctx_size = ctx_size;
+        http.limits.max_body_bytes = std::size_t(aff::parse_size(max_body));
+        http.request_timeout_ms = timeout_s * 1000;
+        http.write_timeout_ms = timeout_s * 1000;
+        http.idle_timeout_ms = timeout_s * 2000;
+        if (!common.quiet)
+            service.log = [](const std::string& line) { std::fprintf(stderr, "aff-serve: %s\n", line.c_str()); };
+        aff::serve::Service svc(service);
+        aff::serve::HttpServer server(http, svc);
+        std::fprintf(stderr, "aff-serve: listening on http://%s:%u\n", http.host.c_str(), unsigned(server.port()));
+        std::exception_ptr load_error;
+        std::thread loader([&] {
+            try {
+                svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
+                if (!common.quiet) std::fprintf(stderr, "aff-serve: ready (scripted test engine, not a model)\n");
+            } catch (...) {
+                load_error = std::current_exception();
+                server.stop();
+            }
+        });
+        server.run();
+        loader.join();
+        if (load_error) std::rethrow_exception(load_error);
+        return aff::cli::exit_ok;
+    });
+}
