@@ -10,7 +10,7 @@ build=${AFF_BUILD_DIR:-build}
 
 packages=(build-essential cmake pkg-config git ca-certificates
   libcli11-dev nlohmann-json3-dev libzstd-dev libxxhash-dev libssl-dev libpcre2-dev catch2
-  clang libclang-rt-14-dev python3 debootstrap)
+  clang libclang-rt-14-dev python3 debootstrap curl)
 # Node.js and npm (tests fetch the reference tokenizer and the OpenAI client with npm)
 # count as present when the commands exist, however they were installed.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -33,6 +33,11 @@ fi
 # shellcheck disable=SC2086
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${AFF_CMAKE_ARGS:-}
 cmake --build "$build" -j "$(nproc)"
+
+# The openai client for aff-serve's end-to-end tests (pinned in tests/serve/package-lock.json).
+if [ ! -d tests/serve/node_modules/openai ]; then
+  (cd tests/serve && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 # The main job on the embedded default model.
 bash tests/main-job.sh "$build"

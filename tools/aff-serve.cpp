@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
     std::string model_path;
     bool test_engine = false;
     int test_delay_ms = 0;
+    int test_load_ms = 0;
     aff::serve::ServiceOptions service;
     aff::serve::HttpServerOptions http;
     std::string max_body = "16MiB";
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
                  "serve the scripted test engine instead of a model (for testing clients; not a language model)");
     app.add_option("--test-engine-delay-ms", test_delay_ms, "with --test-engine: sleep this long per generated token")
         ->check(CLI::Range(0, 10000));
+    app.add_option("--test-engine-load-ms", test_load_ms, "with --test-engine: take this long to \"load\" (tests /health)")
+        ->check(CLI::Range(0, 60000));
     app.add_option("--host", http.host, "address to listen on")->default_str("127.0.0.1");
     app.add_option("--port", http.port, "TCP port to listen on (0 = any free port)")->default_str("8080");
     app.add_option("--api-key", service.api_key, "require 'Authorization: Bearer KEY' (except on /health)");
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
         std::exception_ptr load_error;
         std::thread loader([&] {
             try {
+                std::this_thread::sleep_for(std::chrono::milliseconds(test_load_ms));
                 svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
                 if (!common.quiet) std::fprintf(stderr, "aff-serve: ready (scripted test engine, not a model)\n");
             } catch (...) {

@@ -1,0 +1,2 @@
+# Without --model or --test-engine there is nothing to serve: usage error.
+aff-serve --port 0

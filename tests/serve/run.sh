@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs one node test file against aff-serve, installing the pinned openai client into
+# node_modules here first if it is missing (setup.sh normally has done it).
+# usage: run.sh AFF_SERVE_BINARY TEST_FILE
+set -euo pipefail
+cd "$(dirname "$0")"
+flock .npm-lock bash -c '[ -d node_modules/openai ] || npm ci --no-audit --no-fund --loglevel=error'
+AFF_SERVE=$1 exec node --test --test-reporter=spec "$2"

@@ -1,0 +1,147 @@
+// Tests for libaff/serve/http_server on loopback: keep-alive, chunked streaming,
+// 100-continue, the request timeout (408), and the disconnect check used to stop a
+// generation. A tiny handler stands in for the OpenAI service.
+#include "aff/serve/http_server.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace aff::serve;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct EchoHandler : HttpHandler {
+    std::atomic<int> gone_seen{0};
+    void handle(const HttpRequest& r, HttpResponse& out) override {
+        if (r.path == "/stream") {
+            out.start_stream(200, "text/plain");
+            out.write("one");
+            out.write("two");
+            out.end_stream();
+        } else if (r.path == "/wait-for-close") {
+            out.start_stream(200, "text/plain");
+            out.write("x");
+            for (int i = 0; i < 400 && !out.client_gone(); ++i) std::this_thread::sleep_for(5ms);
+            if (out.client_gone()) ++gone_seen;
+            out.end_stream();
+        } else {
+            out.send(200, "text/plain", r.method + " " + r.path + " " + r.body);
+        }
+    }
+    void reject(const HttpRequest&, int status, const std::string& message, HttpResponse& out) override {
+        out.send(status, "text/plain", message);
+    }
+};
+
+int connect_to(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    return fd;
+}
+
+void send_all(int fd, const std::string& s) { REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size())); }
+
+// Reads until `needle` has arrived (or the peer closes / 3 s pass).
+std::string read_until(int fd, const std::string& needle) {
+    std::string got;
+    char buf[4096];
+    const auto end = std::chrono::steady_clock::now() + 3s;
+    while (got.find(needle) == std::string::npos && std::chrono::steady_clock::now() < end) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        got.append(buf, std::size_t(n));
+    }
+    return got;
+}
+
+struct Running {
+    EchoHandler handler;
+    HttpServer server;
+    std::thread thread;
+    explicit Running(HttpServerOptions o) : server((o.port = 0, o), handler), thread([this] { server.run(); }) {}
+    ~Running() {
+        server.stop();
+        thread.join();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("two requests share one keep-alive connection", "[serve]") {
+    Running s({});
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+    CHECK(read_until(fd, "POST /a hi").find("Content-Length: 10\r\n") != std::string::npos);
+    send_all(fd, "GET /b HTTP/1.1\r\nConnection: close\r\n\r\n");
+    const std::string second = read_until(fd, "GET /b ");
+    CHECK(second.find("Connection: close") != std::string::npos);
+    CHECK(second.find("GET /b ") != std::string::npos);
+    ::close(fd);
+}
+
+TEST_CASE("a streamed response is chunked and terminated", "[serve]") {
+    Running s({});
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "GET /stream HTTP/1.1\r\n\r\n");
+    const std::string r = read_until(fd, "0\r\n\r\n");
+    CHECK(r.find("Transfer-Encoding: chunked") != std::string::npos);
+    CHECK(r.substr(r.find("\r\n\r\n") + 4) == "3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n");
+    ::close(fd);
+}
+
+TEST_CASE("Expect: 100-continue gets an interim response before the body", "[serve]") {
+    Running s({});
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "POST /c HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+    CHECK(read_until(fd, "100 Continue\r\n\r\n").rfind("HTTP/1.1 100 Continue\r\n\r\n", 0) == 0);
+    send_all(fd, "abc");
+    CHECK(read_until(fd, "POST /c abc").find("200 OK") != std::string::npos);
+    ::close(fd);
+}
+
+TEST_CASE("a request that stalls gets 408 and the connection closes", "[serve]") {
+    HttpServerOptions o;
+    o.request_timeout_ms = 200;
+    Running s(o);
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "POST /slow HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string r = read_until(fd, "never");
+    CHECK(r.rfind("HTTP/1.1 408 ", 0) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    ::close(fd);
+}
+
+TEST_CASE("a client that closes mid-stream is noticed by client_gone", "[serve]") {
+    Running s({});
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "GET /wait-for-close HTTP/1.1\r\n\r\n");
+    read_until(fd, "\r\nx\r\n");
+    ::close(fd);
+    for (int i = 0; i < 200 && s.handler.gone_seen == 0; ++i) std::this_thread::sleep_for(5ms);
+    CHECK(s.handler.gone_seen == 1);
+}
+
+TEST_CASE("an oversized body is refused with 413 before it is read", "[serve]") {
+    HttpServerOptions o;
+    o.limits.max_body_bytes = 100;
+    Running s(o);
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "POST /big HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + std::string(500, 'a'));
+    CHECK(read_until(fd, "limit").rfind("HTTP/1.1 413 ", 0) == 0);
+    ::close(fd);
+}
