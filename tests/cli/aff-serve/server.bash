@@ -2,6 +2,7 @@
 # loopback port in the background (log in ./server.log), waits until it listens,
 # sets $BASE, and stops it when the case exits. json_get FILE EXPR prints a field.
 start_server() {
+  : > server.log  # exists before the background shell opens it, for the loop below
   aff-serve --port 0 "$@" 2>server.log &
   SERVER_PID=$!
   trap 'kill $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null || true' EXIT
