@@ -66,7 +66,9 @@ double get_number(const json& v, const std::string& param, double lo, double hi)
 std::int64_t get_integer(const json& v, const std::string& param, std::int64_t lo, std::int64_t hi) {
     if (v.is_number_float()) {
         const double d = v.get<double>();
-        if (std::isfinite(d) && d == std::floor(d) && d >= double(lo) && d <= double(hi)) return std::int64_t(d);
+        // |d| < 2^63 first: converting a larger double to int64 is undefined.
+        if (std::isfinite(d) && std::fabs(d) < 9.2e18 && d == std::floor(d) && d >= double(lo) && d <= double(hi))
+            return std::int64_t(d);
     }
     if (!v.is_number_integer()) wrong_type(param, "an integer", v);
     if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
