@@ -40,7 +40,9 @@ struct ChatMessage {
 
 struct ChatPrompt {
     std::vector<ChatMessage> messages;
-    nlohmann::json tools = nlohmann::json::array();  // OpenAI `function` objects
+    // The request's OpenAI tool list ({"type": "function", "function": {...}}), in the
+    // client's key order: the model sees the schemas as the client wrote them.
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();
     bool thinking = false;
     std::string reasoning_effort;  // "", "low", "medium", "high", "max"
 };

@@ -9,7 +9,7 @@
 namespace aff::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps the client's key order (tool schemas)
 
 struct Invalid {
     std::string message;
@@ -260,7 +260,7 @@ ChatRequest parse_chat(std::string_view body, bool default_thinking) {
             if (const json* d = field(*fn, "description")) get_string(*d, p + ".function.description");
             if (const json* ps = field(*fn, "parameters"); ps && !ps->is_object())
                 wrong_type(p + ".function.parameters", "an object", *ps);
-            r.prompt.tools.push_back(*fn);
+            r.prompt.tools.push_back(t);
         }
     }
     if (const json* tc = field(j, "tool_choice")) {
@@ -276,7 +276,7 @@ ChatRequest parse_chat(std::string_view body, bool default_thinking) {
             r.tool_choice = "function";
             r.tool_choice_name = get_string(*name, "tool_choice.function.name");
             bool known = false;
-            for (const auto& t : r.prompt.tools) known = known || t.value("name", "") == r.tool_choice_name;
+            for (const auto& t : r.prompt.tools) known = known || t["function"].value("name", "") == r.tool_choice_name;
             if (!known)
                 invalid("tool_choice", "'tool_choice' names function '" + r.tool_choice_name + "', which is not in 'tools'",
                         "invalid_value");
@@ -382,10 +382,10 @@ std::variant<T, ApiError> guarded(Fn&& fn) {
 }  // namespace
 
 nlohmann::json ApiError::to_json() const {
-    json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+    nlohmann::json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
     if (!param.empty()) e["param"] = param;
     if (!code.empty()) e["code"] = code;
-    return json{{"error", e}};
+    return nlohmann::json{{"error", e}};
 }
 
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body, bool default_thinking) {

@@ -190,11 +190,11 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
                           {{"Retry-After", std::to_string(options_.retry_after_s)}});
     ChatPrompt prompt = r.prompt;
     if (r.tool_choice == "none") {
-        prompt.tools = json::array();
+        prompt.tools = nlohmann::ordered_json::array();
     } else if (r.tool_choice == "function") {
-        json only = json::array();
+        nlohmann::ordered_json only = nlohmann::ordered_json::array();
         for (const auto& t : prompt.tools)
-            if (t.value("name", "") == r.tool_choice_name) only.push_back(t);
+            if (t["function"].value("name", "") == r.tool_choice_name) only.push_back(t);
         prompt.tools = only;
     }
     std::vector<std::int32_t> tokens;

@@ -2,10 +2,11 @@
 // model. It is NOT a language model and never claims to be one: aff-serve selects it
 // only with --test-engine, and its model id is "aff-test-engine".
 //
-// Byte-level "tokenizer" (token 0 = BOS, 1 = end of turn, 2 + b = byte b), a chat
-// rendering with <|role|> markers, and logits that put all the mass on the next byte
-// of a reply chosen from the prompt, so sampling, stop strings, logprobs, streaming
-// and cancellation run through the real server code:
+// Byte-level "tokenizer" (token 0 = BOS, 1 = end of turn, 2 + b = byte b) over the
+// real DeepSeek-V4 prompt text (dsv4_chat.hpp), and logits that put all the mass on
+// the next byte of a reply chosen from the prompt, so rendering, sampling, stop
+// strings, logprobs, the V4 reply parser, streaming and cancellation all run through
+// the real code:
 //   - completion prompt (no chat markup): " echo: <prompt>", then end of turn;
 //   - last user message containing "count": "1 2 3 ..." without end (for length and
 //     disconnect tests), `delay_ms` apart;
@@ -17,7 +18,7 @@
 //   - last message from a tool: "The tool returned: <content>";
 //   - otherwise "You said: <content>".
 // In thinking mode the reply is preceded by "The user wrote N bytes." and </think>.
-// Its chat parser reads only the markup this engine writes.
+// Replies are parsed by the real V4 parser (dsv4_chat.hpp).
 #pragma once
 
 #include "aff/serve/engine.hpp"

@@ -10,7 +10,7 @@ using namespace aff::serve;
 
 namespace {
 std::vector<std::int32_t> chat(TestEngine& e, const std::string& user, bool thinking = false,
-                               nlohmann::json tools = nlohmann::json::array()) {
+                               nlohmann::ordered_json tools = nlohmann::ordered_json::array()) {
     ChatPrompt p;
     p.messages.push_back({"user", user, "", {}, "", ""});
     p.thinking = thinking;
@@ -123,8 +123,9 @@ TEST_CASE("the test engine's replies parse into reasoning, content and a tool ca
     TestEngine e;
     GenerationParams p;
     p.max_tokens = 1000;
-    const nlohmann::json tools = nlohmann::json::parse(
-        R"([{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}])");
+    const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(
+        R"([{"type": "function", "function": {"name": "get_weather",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
     ChatPrompt prompt;
     prompt.messages.push_back({"user", "Paris", "", {}, "", ""});
     prompt.thinking = true;
