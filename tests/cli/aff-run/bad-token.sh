@@ -1,0 +1,1 @@
+aff-run -m "$DATA/models/tiny-a" --tokens 0,999

@@ -1,0 +1,1 @@
+aff-run -m "$DATA/tiny.aff" --tokens 1

@@ -1,0 +1,1 @@
+aff-run -m does-not-exist --tokens 1

@@ -1,0 +1,146 @@
+// aff-run: one generation from a DeepSeek-V4 checkpoint on the CPU reference path,
+// printing text (or token ids) as it is generated and a closing line with prefill and
+// decode speed; plus diagnostics: token and logits dumps, forced continuations,
+// truncated stacks. The loop is libaff/runtime/generate.cpp; this file maps flags.
+#include "aff/core/error.hpp"
+#include "aff/core/thread_pool.hpp"
+#include "aff/model/forward.hpp"
+#include "aff/runtime/generate.hpp"
+#include "aff/runtime/logits_file.hpp"
+#include "aff/runtime/sampler.hpp"
+#include "aff/runtime/token_list.hpp"
+#include "aff/tokenizer/tokenizer.hpp"
+#include "aff/ui/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) aff::throw_io("cannot read the prompt file", path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void print_top_logits(std::int64_t position, std::int32_t token, std::span<const float> logits, std::size_t k) {
+    std::fprintf(stderr, "logits pos %lld token %d:", static_cast<long long>(position), token);
+    for (const aff::TokenLogprob& t : aff::top_logprobs(logits, k))
+        std::fprintf(stderr, " %d:%.4f(%.4f)", t.token, logits[static_cast<std::size_t>(t.token)], t.logprob);
+    std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Generate from a DeepSeek-V4 checkpoint on the CPU reference path.", "aff-run"};
+    std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out;
+    aff::GenerateOptions gen;
+    aff::ForwardOptions fwd;
+    bool no_echo = false, dump_tokens = false;
+    std::size_t dump_logits = 0;
+    app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors)")->required();
+    app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (default: the model directory's, if any)");
+    auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text");
+    auto* f_opt = app.add_option("--prompt-file", prompt_file, "read the prompt text from a file");
+    auto* t_opt = app.add_option("--tokens", tokens_text, "prompt as token ids, e.g. 0,17,42");
+    p_opt->excludes(f_opt)->excludes(t_opt);
+    f_opt->excludes(t_opt);
+    app.add_option("-n,--n-predict", gen.max_new_tokens, "tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
+    app.add_flag("--ignore-eos", gen.ignore_eos, "keep generating after an end-of-sequence token");
+    app.add_flag("--no-echo", no_echo, "do not print the prompt before the generated text");
+    app.add_option("--temp", gen.sampling.temperature, "sampling temperature (0 = greedy)")->default_val(1.0);
+    app.add_option("--top-k", gen.sampling.top_k, "keep the k most likely tokens (0 = off)")->default_val(0);
+    app.add_option("--top-p", gen.sampling.top_p, "nucleus sampling mass (1 = off)")->default_val(1.0);
+    app.add_option("--min-p", gen.sampling.min_p, "drop tokens below min-p times the top probability")->default_val(0.0);
+    app.add_option("--seed", gen.sampling.seed, "random seed")->default_val(0);
+    app.add_flag("--dump-tokens", dump_tokens, "print the prompt and generated token ids on stderr");
+    app.add_option("--dump-logits", dump_logits, "print the K largest logits of every position on stderr");
+    app.add_option("--logits-out", logits_out, "write every position's float32 logits (formats/logits.md)");
+    app.add_option("--force-tokens", forced_text, "generate exactly these token ids instead of sampling");
+    app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")->check(CLI::PositiveNumber);
+    app.add_flag("--no-routed-experts", fwd.no_routed_experts, "skip routed experts (diagnostics)");
+    std::size_t& threads = aff::cli::add_threads(app);
+    aff::cli::add_common(app, false);
+
+    return aff::cli::run(app, argc, argv, [&] {
+        namespace fs = std::filesystem;
+        if (fs::is_regular_file(model_path))
+            aff::throw_unsupported("running .aff containers is not implemented yet; give a checkpoint directory",
+                                   model_path);
+        if (prompt.empty() && prompt_file.empty() && tokens_text.empty())
+            aff::throw_usage("give a prompt: -p TEXT, --prompt-file FILE or --tokens IDS");
+        if (tokenizer_path.empty() && fs::exists(fs::path(model_path) / "tokenizer.json"))
+            tokenizer_path = (fs::path(model_path) / "tokenizer.json").string();
+        std::unique_ptr<aff::tokenizer::Tokenizer> tok;
+        if (!tokenizer_path.empty())
+            tok = std::make_unique<aff::tokenizer::Tokenizer>(aff::tokenizer::Tokenizer::from_json_file(tokenizer_path));
+        aff::ThreadPool pool(threads);
+        auto model = aff::Model::load(model_path, pool, fwd);
+        if (!prompt_file.empty()) prompt = read_text_file(prompt_file);
+        if (!tokens_text.empty()) {
+            gen.prompt = aff::parse_token_list(tokens_text);
+        } else {
+            if (!tok) aff::throw_usage("a text prompt needs a tokenizer (--tokenizer, or tokenizer.json in the model directory); or give --tokens");
+            gen.prompt.push_back(model->config().bos_token_id);  // as the chat encoding starts every conversation
+            for (auto id : tok->encode(prompt)) gen.prompt.push_back(static_cast<std::int32_t>(id));
+        }
+        if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);
+        aff::check_tokens_in_vocabulary(model->config(), gen.prompt, "prompt");
+        aff::check_tokens_in_vocabulary(model->config(), gen.forced, "forced");
+
+        aff::DecodeState state = model->new_state();
+
+        std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
+        if (tok) stream = std::make_unique<aff::tokenizer::StreamDecoder>(*tok);
+        if (!no_echo) {
+            if (tok && tokens_text.empty()) std::cout << prompt;
+            else if (tok) std::cout << tok->decode(gen.prompt);
+            else for (auto t : gen.prompt) std::cout << t << ' ';
+            std::cout.flush();
+        }
+        std::vector<std::int32_t> generated;
+        std::unique_ptr<aff::LogitsFileWriter> logits_file;
+        if (!logits_out.empty())
+            logits_file = std::make_unique<aff::LogitsFileWriter>(logits_out, static_cast<std::uint32_t>(model->config().vocab_size));
+
+        aff::GenerateCallbacks cb;
+        cb.on_token = [&](std::int32_t t) {
+            generated.push_back(t);
+            if (stream) std::cout << stream->push(t);
+            else std::cout << t << ' ';
+            std::cout.flush();
+        };
+        if (logits_file || dump_logits > 0)
+            cb.on_logits = [&](std::int64_t pos, std::int32_t t, std::span<const float> logits) {
+                if (logits_file) logits_file->add(pos, t, logits);
+                if (dump_logits > 0) print_top_logits(pos, t, logits, dump_logits);
+            };
+        const aff::GenerateStats st = aff::generate(*model, state, gen, cb);
+        if (stream) std::cout << stream->finish();
+        std::cout << '\n';
+        if (logits_file) logits_file->commit();
+        if (dump_tokens) {
+            std::fprintf(stderr, "prompt tokens:");
+            for (auto t : gen.prompt) std::fprintf(stderr, " %d", t);
+            std::fprintf(stderr, "\ngenerated tokens:");
+            for (auto t : generated) std::fprintf(stderr, " %d", t);
+            std::fprintf(stderr, "\n");
+        }
+        const double prefill_rate = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
+        const double decode_rate = st.decode_seconds > 0 ? st.decode_forwards / st.decode_seconds : 0;
+        std::fflush(stdout);
+        std::fprintf(stderr, "aff-run: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s%s\n", st.prompt_tokens,
+                     prefill_rate, st.generated_tokens, decode_rate, st.ended_by_eos ? ", ended by EOS" : "");
+        return aff::cli::exit_ok;
+    });
+}
