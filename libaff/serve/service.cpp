@@ -181,6 +181,29 @@ std::optional<ApiError> Service::check_ready_and_fit(std::size_t prompt_tokens) 
     return std::nullopt;
 }
 
+// Waits for this request's turn to generate. Returns the outcome to report instead
+// when the queue is full (503 with Retry-After) or the client left while waiting;
+// `pending` is what the request has recorded so far (prompt tokens, logged prompt).
+std::optional<Service::Outcome> Service::wait_for_turn(Scheduler::Turn& turn, HttpResponse& response,
+                                                      const Outcome& pending) {
+    switch (scheduler_.acquire(turn, [&] { return response.client_gone(); })) {
+        case Scheduler::Admission::granted: return std::nullopt;
+        case Scheduler::Admission::queue_full: {
+            metrics_.count_rejected_full();
+            Outcome o = send_error(response, error(503, "the server is busy: the request queue is full, retry later",
+                                                   "server_error", "queue_full"),
+                                   {{"Retry-After", std::to_string(options_.retry_after_s)}});
+            o.prompt_tokens = pending.prompt_tokens;
+            return o;
+        }
+        case Scheduler::Admission::cancelled: break;
+    }
+    Outcome gone = pending;
+    gone.status = 499;  // client closed the request (nginx's convention), never sent
+    response.abandon();
+    return gone;
+}
+
 Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response) {
     auto parsed = parse_chat_request(request.body, options_.default_thinking);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
@@ -218,21 +241,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
     const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
 
     Scheduler::Turn turn;
-    switch (scheduler_.acquire(turn, [&] { return response.client_gone(); })) {
-        case Scheduler::Admission::granted: break;
-        case Scheduler::Admission::queue_full: {
-            metrics_.count_rejected_full();
-            Outcome o = send_error(response, error(503, "the server is busy: the request queue is full, retry later",
-                                                   "server_error", "queue_full"),
-                                   {{"Retry-After", std::to_string(options_.retry_after_s)}});
-            o.prompt_tokens = tokens.size();
-            return o;
-        }
-        case Scheduler::Admission::cancelled:
-            out.status = 499;  // client closed the request (nginx's convention), never sent
-            response.abandon();
-            return out;
-    }
+    if (std::optional<Outcome> refused = wait_for_turn(turn, response, out)) return *refused;
 
     const std::string model = options_.model_id;
     ChatReplyBuilder builder(random_id("chatcmpl-"), model, unix_now());
@@ -352,21 +361,7 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
 
     Scheduler::Turn turn;
-    switch (scheduler_.acquire(turn, [&] { return response.client_gone(); })) {
-        case Scheduler::Admission::granted: break;
-        case Scheduler::Admission::queue_full: {
-            metrics_.count_rejected_full();
-            Outcome o = send_error(response, error(503, "the server is busy: the request queue is full, retry later",
-                                                   "server_error", "queue_full"),
-                                   {{"Retry-After", std::to_string(options_.retry_after_s)}});
-            o.prompt_tokens = tokens.size();
-            return o;
-        }
-        case Scheduler::Admission::cancelled:
-            out.status = 499;
-            response.abandon();
-            return out;
-    }
+    if (std::optional<Outcome> refused = wait_for_turn(turn, response, out)) return *refused;
     const std::string id = random_id("cmpl-");
     const std::int64_t created = unix_now();
     auto chunk = [&](const std::string& text, const json& finish, const json& logprobs) {

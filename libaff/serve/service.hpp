@@ -62,6 +62,7 @@ private:
     Outcome route(const HttpRequest& request, HttpResponse& response);
     Outcome chat(const HttpRequest& request, HttpResponse& response);
     Outcome completion(const HttpRequest& request, HttpResponse& response);
+    std::optional<Outcome> wait_for_turn(Scheduler::Turn& turn, HttpResponse& response, const Outcome& pending);
     Outcome send_error(HttpResponse& response, const ApiError& error, const HttpHeaders& extra = {});
     Outcome send_json(HttpResponse& response, int status, const nlohmann::json& body, const HttpHeaders& extra = {});
     std::optional<ApiError> check_ready_and_fit(std::size_t prompt_tokens) const;
