@@ -7,7 +7,7 @@
 namespace aff {
 namespace {
 
-constexpr std::array<StorageTypeInfo, 12> kTypes{{
+constexpr std::array<StorageTypeInfo, 14> kTypes{{
     {StorageType::F32, "F32", 1, 4},
     {StorageType::F16, "F16", 1, 2},
     {StorageType::BF16, "BF16", 1, 2},
@@ -20,6 +20,8 @@ constexpr std::array<StorageTypeInfo, 12> kTypes{{
     {StorageType::F8_E4M3, "F8_E4M3", 1, 1},
     {StorageType::F8_E8M0, "F8_E8M0", 1, 1},
     {StorageType::FP4_E2M1, "FP4_E2M1", 2, 1},
+    {StorageType::TQ2875, "TQ2875", 256, 92},
+    {StorageType::TQ2875R, "TQ2875R", 256, 92},
 }};
 
 bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {

@@ -24,6 +24,9 @@ enum class StorageType : std::uint16_t {
     F8_E4M3 = 10,   // "fn" variant: bias 7, max 448, no infinities
     F8_E8M0 = 11,   // power-of-two scale 2^(b-127)
     FP4_E2M1 = 12,  // two values a byte along the last dimension, low nibble first
+    // Codebook-quantised types (formats/quant-codebook.md §2): 92-byte blocks of 256.
+    TQ2875 = 0x0100,
+    TQ2875R = 0x0101,  // the same, stored rotated: decode with the input Hadamard-transformed
 };
 
 // First and last ID of the range kept for codebook-quantised types (libaff/quant).

@@ -48,12 +48,21 @@ TEST_CASE("storage types size shapes by their block rule", "[container]") {
     CHECK(aff::storage_bytes(StorageType::FP4_E2M1, s47) == 16);  // 7 values take 4 bytes a row
     CHECK(aff::storage_bytes(StorageType::I64, s35) == 120);
     CHECK_FALSE(aff::storage_bytes(StorageType::F64, huge).has_value());
-    CHECK_FALSE(aff::storage_type_info(0x0100));
+    CHECK_FALSE(aff::storage_type_info(0x0102));
+    // Codebook types: 92 bytes per 256 weights (formats/quant-codebook.md §2); a row of
+    // 4096 is 1472 bytes, a partial last block takes a whole one.
+    const std::vector<std::uint64_t> expert{2048, 4096}, ragged{2, 300};
+    CHECK(aff::storage_bytes(StorageType::TQ2875, expert) == 2048ull * 1472);
+    CHECK(aff::storage_bytes(StorageType::TQ2875R, expert) == 2048ull * 1472);
+    CHECK(aff::storage_bytes(StorageType::TQ2875, ragged) == 2 * 2 * 92);
+    CHECK(aff::parse_storage_type("TQ2875R") == StorageType::TQ2875R);
     CHECK(aff::to_string(StorageType::F8_E8M0) == "F8_E8M0");
     CHECK(aff::parse_storage_type("FP4_E2M1") == StorageType::FP4_E2M1);
     CHECK_FALSE(aff::parse_storage_type("Q2_K").has_value());
     // IDs are written to files: they must never change.
     CHECK(static_cast<int>(StorageType::F32) == 1);
+    CHECK(static_cast<int>(StorageType::TQ2875) == 0x0100);
+    CHECK(static_cast<int>(StorageType::TQ2875R) == 0x0101);
     CHECK(static_cast<int>(StorageType::BF16) == 3);
     CHECK(static_cast<int>(StorageType::FP4_E2M1) == 12);
 }
