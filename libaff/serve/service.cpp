@@ -204,6 +204,23 @@ std::optional<Service::Outcome> Service::wait_for_turn(Scheduler::Turn& turn, Ht
     return gone;
 }
 
+// Books a finished generation (metrics, the end of this request's turn, its token
+// count). Returns true when the client went away: `out` is then final and nothing
+// more is sent.
+bool Service::settle_generation(const GenerationResult& result, Scheduler::Turn& turn, bool stream,
+                                HttpResponse& response, Outcome& out) {
+    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
+                            result.decode_ms / 1000.0);
+    turn.release();
+    out.completion_tokens = result.completion_tokens;
+    if (result.finish != FinishReason::cancelled) return false;
+    metrics_.count_cancelled();
+    out.status = stream ? 200 : 499;
+    if (stream) response.close_after();
+    else response.abandon();
+    return true;
+}
+
 Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response) {
     auto parsed = parse_chat_request(request.body, options_.default_thinking);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
@@ -279,17 +296,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         return client_ok;
     };
     const GenerationResult result = generate(*engine_, tokens, params, hooks);
-    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
-                            result.decode_ms / 1000.0);
-    turn.release();
-    out.completion_tokens = result.completion_tokens;
-    if (result.finish == FinishReason::cancelled) {
-        metrics_.count_cancelled();
-        out.status = stream ? 200 : 499;
-        if (stream) response.close_after();
-        else response.abandon();
-        return out;
-    }
+    if (settle_generation(result, turn, stream, response, out)) return out;
     events.clear();
     parser->finish(events);
     auto deltas = builder.deltas(events);
@@ -406,17 +413,7 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
         return client_ok;
     };
     const GenerationResult result = generate(*engine_, tokens, params, hooks);
-    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
-                            result.decode_ms / 1000.0);
-    turn.release();
-    out.completion_tokens = result.completion_tokens;
-    if (result.finish == FinishReason::cancelled) {
-        metrics_.count_cancelled();
-        out.status = stream ? 200 : 499;
-        if (stream) response.close_after();
-        else response.abandon();
-        return out;
-    }
+    if (settle_generation(result, turn, stream, response, out)) return out;
     const std::string finish = to_string(result.finish);
     if (stream) {
         json last = chunk("", finish, nullptr);

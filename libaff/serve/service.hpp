@@ -6,6 +6,7 @@
 #pragma once
 
 #include "aff/serve/engine.hpp"
+#include "aff/serve/generation.hpp"
 #include "aff/serve/http_server.hpp"
 #include "aff/serve/metrics.hpp"
 #include "aff/serve/openai_request.hpp"
@@ -62,6 +63,8 @@ private:
     Outcome route(const HttpRequest& request, HttpResponse& response);
     Outcome chat(const HttpRequest& request, HttpResponse& response);
     Outcome completion(const HttpRequest& request, HttpResponse& response);
+    bool settle_generation(const GenerationResult& result, Scheduler::Turn& turn, bool stream, HttpResponse& response,
+                           Outcome& out);
     std::optional<Outcome> wait_for_turn(Scheduler::Turn& turn, HttpResponse& response, const Outcome& pending);
     Outcome send_error(HttpResponse& response, const ApiError& error, const HttpHeaders& extra = {});
     Outcome send_json(HttpResponse& response, int status, const nlohmann::json& body, const HttpHeaders& extra = {});
