@@ -1,18 +1,20 @@
 // mHC kernels (declarations and contract in hc.hpp). The pre step and the hyper head share
 // two launches: hc_project_kernel computes the rows of fn · v and Σ v² (one block per row and
 // token, so the 24 × 16384 projection spreads over the chip), then a mix kernel turns them
-// into pre/post/comb (Sinkhorn on one thread: 4×4, 39 normalisations) and collapses the
-// streams. hc_post_kernel is one thread per (token, channel).
+// into pre/post/comb (Sinkhorn on one thread: n×n, 39 normalisations) and collapses the
+// streams. hc_post_kernel is one thread per (token, channel). The mix and expand kernels are
+// templates on the stream count n (hc_mult), so their small arrays stay in registers.
 #include "kernels/hc.hpp"
 
 #include "aff/gpu/check.hpp"
 #include "kernels/device_common.hpp"
 
+#include <type_traits>
+
 namespace aff::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kN = kHcStreams;
 
 // scratch[t][r] = fn[r] · v_t for r < rows, scratch[t][rows] = Σ v_t², v_t = x[t] flattened.
 __global__ void __launch_bounds__(kThreads) hc_project_kernel(const float* __restrict__ x, const float* __restrict__ fn,
@@ -34,6 +36,7 @@ __global__ void __launch_bounds__(kThreads) hc_project_kernel(const float* __res
 
 __device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+template <int kN>
 __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restrict__ x, const float* __restrict__ scratch,
                                                           const float* __restrict__ base, const float* __restrict__ scale,
                                                           int dim, int iters, float hc_eps, float norm_eps, float* post,
@@ -41,8 +44,9 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restric
     __shared__ float pre[kN];
     const int t = static_cast<int>(dev::block_x());
     if (dev::thread_x() == 0) {
-        const float* z = scratch + static_cast<size_t>(t) * (kHcMixRows + 1);
-        const float inv = 1.0f / sqrtf(z[kHcMixRows] / static_cast<float>(kN * dim) + norm_eps);
+        constexpr int kRows = (2 + kN) * kN;  // hc_mix_rows(kN), spelled out: device code
+        const float* z = scratch + static_cast<size_t>(t) * (kRows + 1);
+        const float inv = 1.0f / sqrtf(z[kRows] / static_cast<float>(kN * dim) + norm_eps);
         for (int k = 0; k < kN; ++k) {
             pre[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
             post[t * kN + k] = 2.0f * sigmoid(scale[1] * (z[kN + k] * inv) + base[kN + k]);
@@ -76,11 +80,15 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restric
     }
     dev::sync_block();
     const float* xt = x + static_cast<size_t>(t) * kN * dim;
-    for (int d = dev::thread_x(); d < dim; d += kThreads)
-        u[static_cast<size_t>(t) * dim + d] =
-            pre[0] * xt[d] + pre[1] * xt[dim + d] + pre[2] * xt[2 * dim + d] + pre[3] * xt[3 * dim + d];
+    for (int d = dev::thread_x(); d < dim; d += kThreads) {
+        float acc = pre[0] * xt[d];
+#pragma unroll
+        for (int k = 1; k < kN; ++k) acc += pre[k] * xt[k * dim + d];
+        u[static_cast<size_t>(t) * dim + d] = acc;
+    }
 }
 
+template <int kN>
 __global__ void __launch_bounds__(kThreads) hc_head_mix_kernel(const float* __restrict__ x,
                                                                const float* __restrict__ scratch,
                                                                const float* __restrict__ base,
@@ -96,11 +104,15 @@ __global__ void __launch_bounds__(kThreads) hc_head_mix_kernel(const float* __re
     }
     dev::sync_block();
     const float* xt = x + static_cast<size_t>(t) * kN * dim;
-    for (int d = dev::thread_x(); d < dim; d += kThreads)
-        y[static_cast<size_t>(t) * dim + d] =
-            p[0] * xt[d] + p[1] * xt[dim + d] + p[2] * xt[2 * dim + d] + p[3] * xt[3 * dim + d];
+    for (int d = dev::thread_x(); d < dim; d += kThreads) {
+        float acc = p[0] * xt[d];
+#pragma unroll
+        for (int k = 1; k < kN; ++k) acc += p[k] * xt[k * dim + d];
+        y[static_cast<size_t>(t) * dim + d] = acc;
+    }
 }
 
+template <int kN>
 __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* x, const float* __restrict__ f,
                                                            const float* __restrict__ post,
                                                            const float* __restrict__ comb, int dim, long long total) {
@@ -124,6 +136,23 @@ void check_config(const char* kernel, int tokens, const HcConfig& c) {
     if (tokens < 0) throw_argument(kernel, "tokens must be >= 0");
     if (c.dim <= 0 || c.dim % 4 != 0) throw_argument(kernel, "dim must be a positive multiple of 4");
     if (c.sinkhorn_iters < 1) throw_argument(kernel, "sinkhorn_iters must be >= 1");
+    if (c.streams < 1 || c.streams > kHcMaxStreams) throw_argument(kernel, "streams must be 1..8");
+}
+
+// Calls f(std::integral_constant<int, n>) for the runtime stream count n (1..kHcMaxStreams).
+template <class F>
+void with_streams(int n, F&& f) {
+    switch (n) {
+        case 1: f(std::integral_constant<int, 1>{}); break;
+        case 2: f(std::integral_constant<int, 2>{}); break;
+        case 3: f(std::integral_constant<int, 3>{}); break;
+        case 4: f(std::integral_constant<int, 4>{}); break;
+        case 5: f(std::integral_constant<int, 5>{}); break;
+        case 6: f(std::integral_constant<int, 6>{}); break;
+        case 7: f(std::integral_constant<int, 7>{}); break;
+        case 8: f(std::integral_constant<int, 8>{}); break;
+        default: throw_argument("hc", "streams must be 1..8");
+    }
 }
 
 }  // namespace
@@ -133,21 +162,27 @@ void hc_pre(const float* x, int tokens, const HcWeights& w, const HcConfig& c, f
     check_config("hc_pre", tokens, c);
     if (tokens == 0) return;
     const auto s = static_cast<hipStream_t>(stream);
-    hc_project_kernel<<<dim3(kHcMixRows + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, kHcMixRows, kN * c.dim,
-                                                                               scratch);
+    const int rows = hc_mix_rows(c.streams);
+    hc_project_kernel<<<dim3(rows + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, rows, c.streams * c.dim, scratch);
     AFF_GPU_CHECK(hipGetLastError());
-    hc_mix_kernel<<<dim3(tokens), dim3(kThreads), 0, s>>>(x, scratch, w.base, w.scale, c.dim, c.sinkhorn_iters,
-                                                          c.hc_eps, c.norm_eps, post, comb, u);
+    with_streams(c.streams, [&](auto n) {
+        hc_mix_kernel<decltype(n)::value><<<dim3(tokens), dim3(kThreads), 0, s>>>(
+            x, scratch, w.base, w.scale, c.dim, c.sinkhorn_iters, c.hc_eps, c.norm_eps, post, comb, u);
+    });
     AFF_GPU_CHECK(hipGetLastError());
 }
 
-void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim, void* stream) {
+void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim, void* stream,
+             int streams) {
     if (tokens < 0 || dim <= 0) throw_argument("hc_post", "tokens must be >= 0 and dim > 0");
+    if (streams < 1 || streams > kHcMaxStreams) throw_argument("hc_post", "streams must be 1..8");
     const long long total = static_cast<long long>(tokens) * dim;
     if (total == 0) return;
     const unsigned blocks = static_cast<unsigned>((total + kThreads - 1) / kThreads);
-    hc_post_kernel<<<dim3(blocks), dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(x, f, post, comb, dim,
-                                                                                          total);
+    with_streams(streams, [&](auto n) {
+        hc_post_kernel<decltype(n)::value><<<dim3(blocks), dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(
+            x, f, post, comb, dim, total);
+    });
     AFF_GPU_CHECK(hipGetLastError());
 }
 
@@ -156,10 +191,13 @@ void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, 
     check_config("hc_head", tokens, c);
     if (tokens == 0) return;
     const auto s = static_cast<hipStream_t>(stream);
-    hc_project_kernel<<<dim3(kN + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, kN, kN * c.dim, scratch);
+    const int n = c.streams;
+    hc_project_kernel<<<dim3(n + 1, tokens), dim3(kThreads), 0, s>>>(x, w.fn, n, n * c.dim, scratch);
     AFF_GPU_CHECK(hipGetLastError());
-    hc_head_mix_kernel<<<dim3(tokens), dim3(kThreads), 0, s>>>(x, scratch, w.base, w.scale, c.dim, c.hc_eps,
-                                                               c.norm_eps, y);
+    with_streams(n, [&](auto kn) {
+        hc_head_mix_kernel<decltype(kn)::value><<<dim3(tokens), dim3(kThreads), 0, s>>>(
+            x, scratch, w.base, w.scale, c.dim, c.hc_eps, c.norm_eps, y);
+    });
     AFF_GPU_CHECK(hipGetLastError());
 }
 

@@ -1,13 +1,16 @@
 // Manifold-constrained hyper-connections on the GPU (model doc §3.2): the mHC pre step
 // (projection of the RMS-normalised streams, pre/post/comb with Sinkhorn, collapse), the
-// expand step after a sub-block, and the hyper head at the end of the stack. n = 4 streams.
+// expand step after a sub-block, and the hyper head at the end of the stack. n = hc_mult
+// streams: 4 in V4-Flash, 1..kHcMaxStreams accepted (the tiny test models use 2 and 3).
 // Host-callable declarations only; device code in hc.hip, CPU twin in libaff/gpu/reference/.
 #pragma once
 
 namespace aff::gpu {
 
-inline constexpr int kHcStreams = 4;                                // hc_mult
-inline constexpr int kHcMixRows = (2 + kHcStreams) * kHcStreams;    // 24: pre | post | comb
+inline constexpr int kHcStreams = 4;                                // hc_mult of V4-Flash
+inline constexpr int kHcMaxStreams = 8;
+inline constexpr int hc_mix_rows(int streams) { return (2 + streams) * streams; }  // pre | post | comb
+inline constexpr int kHcMixRows = hc_mix_rows(kHcStreams);          // 24
 
 // Device pointers to one sub-block's parameters (fp32, as in the checkpoint):
 // fn [rows, n·dim] (rows = 24 for a sub-block, 4 for the head), base [rows],
@@ -22,22 +25,23 @@ struct HcConfig {
     int dim = 4096;            // D
     int sinkhorn_iters = 20;   // hc_sinkhorn_iters
     float hc_eps = 1e-6f;
-    float norm_eps = 1e-6f;    // rms_norm_eps, for the RMS of the 4·D concatenation
+    float norm_eps = 1e-6f;    // rms_norm_eps, for the RMS of the n·D concatenation
+    int streams = kHcStreams;  // n = hc_mult, 1..kHcMaxStreams
 };
 
-// Pre step for `tokens` tokens of x [tokens][4][dim]: writes post [tokens][4],
-// comb [tokens][4][4] (comb[a][b], row-major) and the collapsed input u [tokens][dim].
-// scratch holds tokens·(kHcMixRows + 1) floats. All pointers are device memory.
+// Pre step for `tokens` tokens of x [tokens][n][dim]: writes post [tokens][n],
+// comb [tokens][n][n] (comb[a][b], row-major) and the collapsed input u [tokens][dim].
+// scratch holds tokens·(hc_mix_rows(n) + 1) floats. All pointers are device memory.
 void hc_pre(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch,
             float* post, float* comb, float* u, void* stream);
 
-// Expand, in place: x'[b] = post_b · f + Σ_a comb[a][b] · x[a] for x [tokens][4][dim] and the
+// Expand, in place: x'[b] = post_b · f + Σ_a comb[a][b] · x[a] for x [tokens][n][dim] and the
 // sub-block output f [tokens][dim].
 void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim,
-             void* stream);
+             void* stream, int streams = kHcStreams);
 
 // Hyper head: y [tokens][dim] = Σ_k p_k · x[k], p = sigmoid(scale·z + base) + hc_eps with
-// z = fn · v / rms(v). scratch holds tokens·(kHcStreams + 1) floats.
+// z = fn · v / rms(v). scratch holds tokens·(n + 1) floats.
 void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch, float* y,
              void* stream);
 

@@ -1,9 +1,11 @@
-// aff-run: one generation from a DeepSeek-V4 checkpoint on the CPU reference path,
-// printing text (or token ids) as it is generated and a closing line with prefill and
-// decode speed; plus diagnostics: token and logits dumps, forced continuations,
-// truncated stacks. The loop is libaff/runtime/generate.cpp; this file maps flags.
+// aff-run: one generation from a DeepSeek-V4 checkpoint, on the GPU when one is visible
+// (libaff/gpu/backend.hpp picks) and on the CPU reference path otherwise, printing text (or
+// token ids) as it is generated and a closing line with prefill and decode speed; plus
+// diagnostics: token and logits dumps, forced continuations, truncated stacks. The loop is
+// libaff/runtime/generate.cpp; this file maps flags.
 #include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
+#include "aff/gpu/backend.hpp"
 #include "aff/model/forward.hpp"
 #include "aff/runtime/generate.hpp"
 #include "aff/runtime/logits_file.hpp"
@@ -42,7 +44,7 @@ void print_top_logits(std::int64_t position, std::int32_t token, std::span<const
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Generate from a DeepSeek-V4 checkpoint on the CPU reference path.", "aff-run"};
+    CLI::App app{"Generate from a DeepSeek-V4 checkpoint (on a GPU when one is visible).", "aff-run"};
     std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out;
     aff::GenerateOptions gen;
     aff::ForwardOptions fwd;
@@ -70,7 +72,8 @@ int main(int argc, char** argv) {
     app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")->check(CLI::PositiveNumber);
     app.add_flag("--no-routed-experts", fwd.no_routed_experts, "skip routed experts (diagnostics)");
     std::size_t& threads = aff::cli::add_threads(app);
-    aff::cli::add_common(app, false);
+    const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
+    const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
         namespace fs = std::filesystem;
@@ -98,7 +101,11 @@ int main(int argc, char** argv) {
         aff::check_tokens_in_vocabulary(model->config(), gen.prompt, "prompt");
         aff::check_tokens_in_vocabulary(model->config(), gen.forced, "forced");
 
-        aff::DecodeState state = model->new_state();
+        aff::BackendOptions backend_options;
+        backend_options.gpus = gpu.gpus;
+        backend_options.gpu_mib = gpu.gpu_mib;
+        auto backend = aff::ForwardBackend::open(*model, model_path, backend_options, fwd);
+        if (!common.quiet) std::fprintf(stderr, "aff-run: %s\n", backend->describe().c_str());
 
         std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
         if (tok) stream = std::make_unique<aff::tokenizer::StreamDecoder>(*tok);
@@ -125,7 +132,10 @@ int main(int argc, char** argv) {
                 if (logits_file) logits_file->add(pos, t, logits);
                 if (dump_logits > 0) print_top_logits(pos, t, logits, dump_logits);
             };
-        const aff::GenerateStats st = aff::generate(*model, state, gen, cb);
+        const aff::ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
+            return backend->forward(tokens, all_logits);
+        };
+        const aff::GenerateStats st = aff::generate(model->config(), forward, backend->position(), gen, cb);
         if (stream) std::cout << stream->finish();
         std::cout << '\n';
         if (logits_file) logits_file->commit();

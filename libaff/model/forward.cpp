@@ -351,6 +351,11 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
     gemm(pool_, w.wo_b, z.data(), n, out);
 }
 
+void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out) const {
+    if (layer < 0 || layer >= config_.num_layers) throw_internal("attention_block: layer out of range");
+    attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out);
+}
+
 // §3.9: router (sqrtsoftplus; bias for selection only, or tid2eid for hash layers),
 // routed SwiGLU experts with clamps, shared expert.
 void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,

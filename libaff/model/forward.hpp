@@ -73,6 +73,12 @@ public:
     std::vector<float> mtp_forward(DecodeState& state, std::span<const float> streams,
                                    std::span<const std::int32_t> next_tokens) const;
 
+    // One main layer's attention block (§3.4-3.8) for n tokens at positions start..: a is the
+    // normalised attention input [n, D], out receives [n, D]; st is read and advanced as
+    // forward() does. For backends that run the rest of the layer elsewhere (libaff/gpu runs
+    // attention here until the attention kernels are wired in).
+    void attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out) const;
+
 private:
     struct Scratch;
     void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,

@@ -16,6 +16,10 @@ Matrix& DenseExpertSource::at(int layer, int expert, ExpertMatrix which) {
     return m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
 }
 
+const Matrix& DenseExpertSource::at(int layer, int expert, ExpertMatrix which) const {
+    return m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
+}
+
 void DenseExpertSource::matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const {
     const Matrix& m = m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
     for (int r = 0; r < m.rows; ++r) {

@@ -38,6 +38,7 @@ class DenseExpertSource final : public ExpertSource {
 public:
     DenseExpertSource(int layers, int experts);
     Matrix& at(int layer, int expert, ExpertMatrix which);
+    const Matrix& at(int layer, int expert, ExpertMatrix which) const;
     void matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const override;
 
 private:

@@ -26,7 +26,14 @@ void check_tokens_in_vocabulary(const ModelConfig& config, std::span<const std::
 
 GenerateStats generate(const Model& model, DecodeState& state, const GenerateOptions& options,
                        const GenerateCallbacks& callbacks) {
-    const ModelConfig& cfg = model.config();
+    const ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
+        return model.forward(state, tokens, all_logits);
+    };
+    return generate(model.config(), forward, state.position, options, callbacks);
+}
+
+GenerateStats generate(const ModelConfig& cfg, const ForwardFn& forward, std::int64_t start_position,
+                       const GenerateOptions& options, const GenerateCallbacks& callbacks) {
     const int vocab = cfg.vocab_size;
     if (options.prompt.empty()) throw_usage("the prompt is empty");
     check_tokens_in_vocabulary(cfg, options.prompt, "prompt");
@@ -35,10 +42,11 @@ GenerateStats generate(const Model& model, DecodeState& state, const GenerateOpt
     GenerateStats stats;
     stats.prompt_tokens = options.prompt.size();
     const bool want_logits = static_cast<bool>(callbacks.on_logits);
-    const std::int64_t start = state.position;
+    const std::int64_t start = start_position;
+    std::int64_t position = start + static_cast<std::int64_t>(options.prompt.size());  // next position to run
 
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = model.forward(state, options.prompt, want_logits);
+    std::vector<float> logits = forward(options.prompt, want_logits);
     stats.prefill_seconds = seconds_since(t0);
     if (want_logits) {
         for (std::size_t i = 0; i < options.prompt.size(); ++i)
@@ -68,10 +76,11 @@ GenerateStats generate(const Model& model, DecodeState& state, const GenerateOpt
         if (last && !want_logits) break;
         auto t1 = std::chrono::steady_clock::now();
         const std::int32_t one[1] = {token};
-        logits = model.forward(state, one, false);
+        logits = forward(one, false);
+        ++position;
         decode += seconds_since(t1);
         ++stats.decode_forwards;
-        if (want_logits) callbacks.on_logits(state.position - 1, token, logits);
+        if (want_logits) callbacks.on_logits(position - 1, token, logits);
     }
     stats.decode_seconds = decode;
     return stats;

@@ -51,4 +51,11 @@ void check_tokens_in_vocabulary(const ModelConfig& config, std::span<const std::
 GenerateStats generate(const Model& model, DecodeState& state, const GenerateOptions& options,
                        const GenerateCallbacks& callbacks);
 
+// The same loop over any forward pass (the CPU reference or the GPU model of libaff/gpu):
+// forward runs tokens at the sequence's next positions, the first at start_position, and
+// returns logits as Model::forward does.
+using ForwardFn = std::function<std::vector<float>(std::span<const std::int32_t> tokens, bool all_logits)>;
+GenerateStats generate(const ModelConfig& config, const ForwardFn& forward, std::int64_t start_position,
+                       const GenerateOptions& options, const GenerateCallbacks& callbacks);
+
 }  // namespace aff

@@ -16,6 +16,7 @@ namespace {
 
 std::deque<Common> g_common;  // stable addresses for the options' storage
 std::deque<std::size_t> g_threads;
+std::deque<Gpu> g_gpu;
 
 extern "C" void on_sigint(int) {
     remove_registered_temporaries();
@@ -46,6 +47,16 @@ std::size_t& add_threads(CLI::App& app) {
     std::size_t& t = g_threads.emplace_back(0);
     app.add_option("-t,--threads", t, "worker threads (0 = one per hardware thread)")->default_str("0");
     return t;
+}
+
+Gpu& add_gpu(CLI::App& app) {
+    Gpu& g = g_gpu.emplace_back();
+    app.add_option("--gpus", g.gpus, "GPUs to use (0 = the CPU; default: one when a GPU is visible)")
+        ->check(CLI::NonNegativeNumber)
+        ->default_str("auto");
+    app.add_option("--gpu-mib", g.gpu_mib, "cap on the GPU memory used, in MiB (0 = all free memory)")
+        ->default_str("0");
+    return g;
 }
 
 void print_error(const std::string& tool, const std::string& message) {

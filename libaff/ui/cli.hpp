@@ -35,6 +35,13 @@ Common& add_common(CLI::App& app, bool with_json = true);
 // Adds --threads N (0 = one per hardware thread); returns the variable it fills.
 std::size_t& add_threads(CLI::App& app);
 
+struct Gpu {
+    int gpus = -1;             // -1: a GPU when one is visible; 0: the CPU; N: N GPUs
+    std::size_t gpu_mib = 0;   // device memory cap in MiB; 0 = all free memory
+};
+// Adds --gpus N and --gpu-mib MIB; returns the struct they fill.
+Gpu& add_gpu(CLI::App& app);
+
 // Parses argv and runs body. body returns the exit status.
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 

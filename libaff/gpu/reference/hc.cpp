@@ -9,11 +9,11 @@
 namespace aff::cpu {
 namespace {
 
-constexpr int kN = gpu::kHcStreams;
+constexpr int kMax = gpu::kHcMaxStreams;
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
-// z[r] = fn[r] · v / rms(v) for r < rows, v = the token's 4·dim stream values.
+// z[r] = fn[r] · v / rms(v) for r < rows, v = the token's n·dim stream values.
 std::vector<double> project(const float* v, const float* fn, int rows, int width, double norm_eps) {
     double ss = 0.0;
     for (int i = 0; i < width; ++i) ss += static_cast<double>(v[i]) * v[i];
@@ -32,16 +32,16 @@ std::vector<double> project(const float* v, const float* fn, int rows, int width
 
 void hc_pre(const float* x, int tokens, const gpu::HcWeights& w, const gpu::HcConfig& c, float* post, float* comb,
             float* u) {
-    const int width = kN * c.dim;
+    const int kN = c.streams, width = kN * c.dim;
     for (int t = 0; t < tokens; ++t) {
         const float* xt = x + static_cast<std::size_t>(t) * width;
-        const std::vector<double> z = project(xt, w.fn, gpu::kHcMixRows, width, c.norm_eps);
-        double pre[kN];
+        const std::vector<double> z = project(xt, w.fn, gpu::hc_mix_rows(kN), width, c.norm_eps);
+        double pre[kMax];
         for (int k = 0; k < kN; ++k) {
             pre[k] = sigmoid(w.scale[0] * z[k] + w.base[k]) + c.hc_eps;
             post[t * kN + k] = static_cast<float>(2.0 * sigmoid(w.scale[1] * z[kN + k] + w.base[kN + k]));
         }
-        double m[kN][kN];
+        double m[kMax][kMax];
         for (int a = 0; a < kN; ++a) {  // row softmax, then + eps
             double mx = -1e300, sum = 0.0;
             for (int b = 0; b < kN; ++b) {
@@ -74,12 +74,13 @@ void hc_pre(const float* x, int tokens, const gpu::HcWeights& w, const gpu::HcCo
     }
 }
 
-void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim) {
+void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim, int streams) {
+    const int kN = streams;
     for (int t = 0; t < tokens; ++t) {
         float* xt = x + static_cast<std::size_t>(t) * kN * dim;
         const float* ct = comb + t * kN * kN;
         for (int d = 0; d < dim; ++d) {
-            double in[kN];
+            double in[kMax];
             for (int a = 0; a < kN; ++a) in[a] = xt[a * dim + d];
             for (int b = 0; b < kN; ++b) {
                 // New stream b takes column b of comb: Σ over the first index (pitfall 1).
@@ -92,11 +93,11 @@ void hc_post(float* x, const float* f, const float* post, const float* comb, int
 }
 
 void hc_head(const float* x, int tokens, const gpu::HcWeights& w, const gpu::HcConfig& c, float* y) {
-    const int width = kN * c.dim;
+    const int kN = c.streams, width = kN * c.dim;
     for (int t = 0; t < tokens; ++t) {
         const float* xt = x + static_cast<std::size_t>(t) * width;
         const std::vector<double> z = project(xt, w.fn, kN, width, c.norm_eps);
-        double p[kN];
+        double p[kMax];
         for (int k = 0; k < kN; ++k) p[k] = sigmoid(w.scale[0] * z[k] + w.base[k]) + c.hc_eps;
         for (int d = 0; d < c.dim; ++d) {
             double acc = 0.0;

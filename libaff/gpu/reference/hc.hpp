@@ -10,7 +10,8 @@ namespace aff::cpu {
 // pointers here. No scratch is needed on the CPU.
 void hc_pre(const float* x, int tokens, const gpu::HcWeights& w, const gpu::HcConfig& c, float* post, float* comb,
             float* u);
-void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim);
+void hc_post(float* x, const float* f, const float* post, const float* comb, int tokens, int dim,
+             int streams = gpu::kHcStreams);
 void hc_head(const float* x, int tokens, const gpu::HcWeights& w, const gpu::HcConfig& c, float* y);
 
 }  // namespace aff::cpu

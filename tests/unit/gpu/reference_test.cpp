@@ -1,6 +1,7 @@
 // Tests for the CPU twins of the GPU kernels (libaff/gpu/reference): each is checked against
 // values worked out by hand from the model doc, so the device tests (tests/gpu) compare the
 // GPU against an oracle that is itself checked. Runs in every build; needs no GPU.
+#include "aff/gpu/reference/dense_gemv.hpp"
 #include "aff/gpu/reference/fp8_gemv.hpp"
 #include "aff/gpu/reference/hc.hpp"
 #include "aff/gpu/reference/moe_gemv.hpp"
@@ -240,4 +241,89 @@ TEST_CASE("moe gemv twin: windows of all-zero and all-one bits, block scales, ze
     CHECK_THAT(y[1], WithinRel(static_cast<float>(zeros), 1e-5f));
     CHECK_THAT(y[2], WithinRel(static_cast<float>(3.0 * (0.5 * zeros - 2.0 * ones)), 1e-5f));
     CHECK_THAT(y[3], WithinRel(static_cast<float>(3.0 * zeros), 1e-5f));
+}
+
+TEST_CASE("bf16 rounding is to nearest even and decoding is exact", "[gpu]") {
+    CHECK(aff::cpu::float_to_bf16(1.0f) == 0x3f80);
+    CHECK(aff::cpu::bf16_to_float(0x3f80) == 1.0f);
+    CHECK(aff::cpu::float_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);   // halfway: to even (down)
+    CHECK(aff::cpu::float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);  // halfway: to even (up)
+    CHECK(aff::cpu::float_to_bf16(-2.5f) == 0xc020);
+}
+
+TEST_CASE("dense GEMV twins: plain, indexed, embedding, SwiGLU clamp and MoE combine", "[gpu]") {
+    // W = [[1, 2, 3], [-1, 0, 0.5]] as bf16 and f32; x rows (1, 1, 1) and (2, 0, -2).
+    const float wf[6] = {1, 2, 3, -1, 0, 0.5f};
+    uint16_t wb[6];
+    for (int i = 0; i < 6; ++i) wb[i] = aff::cpu::float_to_bf16(wf[i]);
+    const float x[6] = {1, 1, 1, 2, 0, -2};
+    for (const auto* w : {static_cast<const void*>(wf), static_cast<const void*>(wb)}) {
+        const auto type = w == wf ? aff::gpu::DenseType::f32 : aff::gpu::DenseType::bf16;
+        float y[4] = {};
+        aff::cpu::dense_gemv(w, type, 2, 3, x, 3, 2, y, 2);
+        CHECK(y[0] == 6.0f);
+        CHECK(y[1] == -0.5f);
+        CHECK(y[2] == -4.0f);
+        CHECK(y[3] == -3.0f);
+    }
+    // Two stacked 1 x 3 matrices; jobs pick 1, 0, 1; x_group 3 (one x row for all three jobs).
+    const float stack[6] = {1, 0, 0, 0, 0, 2};
+    const int32_t ids[3] = {1, 0, 1};
+    float yi[3] = {};
+    aff::cpu::dense_gemv_indexed(stack, aff::gpu::DenseType::f32, 1, 3, ids, 3, x + 3, 3, yi);
+    CHECK(yi[0] == -4.0f);
+    CHECK(yi[1] == 2.0f);
+    CHECK(yi[2] == -4.0f);
+    // Embedding rows 1 then 0 into 2 streams.
+    const int32_t tokens[2] = {1, 0};
+    float e[12] = {};
+    aff::cpu::embed(wf, aff::gpu::DenseType::f32, 3, tokens, 2, 2, e);
+    CHECK(std::vector<float>(e, e + 12) == std::vector<float>{-1, 0, 0.5f, -1, 0, 0.5f, 1, 2, 3, 1, 2, 3});
+    // SwiGLU with limit 1: the gate is capped above only, the up value on both sides.
+    const float g[3] = {3.0f, -2.0f, 0.5f}, u[3] = {5.0f, -4.0f, 0.25f};
+    float out[3];
+    aff::cpu::swiglu(g, u, 3, 1.0f, out);
+    auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+    CHECK_THAT(out[0], WithinRel(static_cast<float>(silu(1.0) * 1.0), 1e-6f));
+    CHECK_THAT(out[1], WithinRel(static_cast<float>(silu(-2.0) * -1.0), 1e-6f));
+    CHECK_THAT(out[2], WithinRel(static_cast<float>(silu(0.5) * 0.25), 1e-6f));
+    // Combine: 1 token, 2 experts, dim 2, plus shared.
+    const float routed[4] = {1, 2, 10, 20}, weights[2] = {0.5f, 0.25f}, shared[2] = {100, 200};
+    float c[2];
+    aff::cpu::moe_combine(routed, weights, 1, 2, 2, shared, c);
+    CHECK(c[0] == 103.0f);
+    CHECK(c[1] == 206.0f);
+    aff::cpu::moe_combine(routed, weights, 1, 2, 2, nullptr, c);
+    CHECK(c[0] == 3.0f);
+}
+
+TEST_CASE("mHC pre with 3 streams: comb is doubly stochastic, post in (0, 2)", "[gpu]") {
+    const int n = 3, dim = 8, width = n * dim, rows = aff::gpu::hc_mix_rows(n);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(width), fn(static_cast<size_t>(rows) * width), base(rows);
+    for (float& v : x) v = nd(rng);
+    for (float& v : fn) v = nd(rng) * 0.05f;
+    for (float& v : base) v = nd(rng);
+    const float scale[3] = {0.5f, 0.7f, 1.3f};
+    aff::gpu::HcConfig c;
+    c.dim = dim;
+    c.streams = n;
+    std::vector<float> post(n), comb(n * n), u(dim);
+    aff::cpu::hc_pre(x.data(), 1, {fn.data(), base.data(), scale}, c, post.data(), comb.data(), u.data());
+    for (int b = 0; b < n; ++b) {
+        double col = 0.0, row = 0.0;
+        for (int a = 0; a < n; ++a) col += comb[a * n + b], row += comb[b * n + a];
+        CHECK(std::fabs(col - 1.0) < 1e-5);
+        CHECK(std::fabs(row - 1.0) < 1e-3);
+    }
+    for (float p : post) CHECK((p > 0.0f && p < 2.0f));
+    // Expand with comb = identity-like from the twin: stream b gets post_b f + Σ_a comb[a][b] x[a].
+    std::vector<float> xe = x, f(dim, 1.0f);
+    aff::cpu::hc_post(xe.data(), f.data(), post.data(), comb.data(), 1, dim, n);
+    for (int b = 0; b < n; ++b) {
+        double want = post[b];
+        for (int a = 0; a < n; ++a) want += static_cast<double>(comb[a * n + b]) * x[a * dim + 0];
+        CHECK_THAT(xe[b * dim + 0], WithinRel(static_cast<float>(want), 1e-5f));
+    }
 }

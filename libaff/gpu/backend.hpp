@@ -1,0 +1,45 @@
+// Which forward pass a tool runs: the GPU model (libaff/gpu/forward.hpp) when this build has
+// GPU support, a device is visible and --gpus does not say 0; the CPU reference otherwise.
+// Built in every build (CPU-only builds answer "CPU" or refuse --gpus N), so tools include it
+// without caring how aff was configured. Device visibility follows CUDA_VISIBLE_DEVICES /
+// HIP_VISIBLE_DEVICES through the runtime.
+#pragma once
+
+#include "aff/model/forward.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace aff {
+
+struct BackendOptions {
+    int gpus = -1;               // --gpus: -1 = use a GPU when one is visible, 0 = CPU, N = N GPUs
+    std::size_t gpu_mib = 0;     // --gpu-mib: device memory cap, 0 = all free memory
+};
+
+// One sequence on one forward pass.
+class ForwardBackend {
+public:
+    virtual ~ForwardBackend() = default;
+    // Picks and builds the backend; `cpu` must outlive it. checkpoint_dir supplies the dense
+    // FP8 bytes to the GPU model. Throws usage for --gpus N in a build without GPU support,
+    // device when fewer GPUs are visible than asked for or the model does not fit.
+    static std::unique_ptr<ForwardBackend> open(const Model& cpu, const std::string& checkpoint_dir,
+                                                const BackendOptions& options, const ForwardOptions& forward);
+
+    virtual bool on_gpu() const = 0;
+    // One line: the device and where each part of the model runs.
+    virtual std::string describe() const = 0;
+    virtual std::int64_t position() const = 0;
+    // Model::forward's contract for this backend's sequence.
+    virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
+};
+
+// True when this build was configured with a GPU backend (AFF_GPU not OFF).
+bool gpu_support_built();
+
+}  // namespace aff

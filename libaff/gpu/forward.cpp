@@ -1,0 +1,779 @@
+// The GPU model of forward.hpp: planning and uploading the weights into one device arena,
+// and the layer loop. Section numbers refer to the model doc (model-deepseek-v4.md); each
+// step names the CPU reference code (libaff/model/forward.cpp) it mirrors.
+#include "aff/gpu/forward.hpp"
+
+#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/core/error.hpp"
+#include "aff/core/units.hpp"
+#include "aff/gpu/device.hpp"
+#include "kernels/dense_gemv.hpp"
+#include "kernels/embed.hpp"
+#include "kernels/fp8_gemv.hpp"
+#include "kernels/hc.hpp"
+#include "kernels/rms_norm.hpp"
+#include "kernels/router_topk.hpp"
+#include "kernels/swiglu.hpp"
+
+// The attention-family kernels (sliding-window + compressed attention with sinks, the CSA/HCA
+// compressor, the Lightning indexer) arrive separately; until their headers are in the tree the
+// attention block runs on the CPU reference (forward.hpp says so).
+#if __has_include("kernels/attention.hpp") && __has_include("kernels/compressor.hpp") && \
+    __has_include("kernels/indexer.hpp")
+#define AFF_GPU_ATTENTION 1
+#include "aff/gpu/forward_rope.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/compressor.hpp"
+#include "kernels/indexer.hpp"
+#else
+#define AFF_GPU_ATTENTION 0
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <type_traits>
+
+namespace aff::gpu {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+constexpr int kScratchTokens = 64;            // activations are planned for this many tokens a call
+constexpr std::size_t kRuntimeReserve = 256u << 20;  // left free for the runtime and kernels' own needs
+
+std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+bool exactly_bf16(const float* v, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t u;
+        std::memcpy(&u, &v[i], 4);
+        if (u & 0xffffu) return false;
+    }
+    return true;
+}
+
+// A weight in the arena: offset and form, resolved to a pointer once the arena exists.
+struct DenseRef {
+    std::size_t offset = 0;
+    DenseType type = DenseType::f32;
+    int rows = 0, cols = 0;
+};
+
+// A linear map y = W x: the checkpoint's FP8 bytes + E8M0 scales, or a dense BF16/F32 matrix.
+struct Linear {
+    bool fp8 = false;
+    std::size_t w_offset = 0, scale_offset = 0;
+    DenseType type = DenseType::f32;
+    int rows = 0, cols = 0;
+};
+
+struct CompressorRefs {
+    Linear wkv, wgate;
+    std::size_t ape = 0, norm = 0;
+    int ratio = 0, dim = 0;
+    bool overlap = false;
+};
+
+struct AttentionRefs {
+    bool on_gpu = false;
+    std::size_t sink = 0, q_norm = 0, kv_norm = 0;
+    Linear wq_a, wq_b, wkv, wo_a, wo_b;
+    bool has_compressor = false, has_indexer = false;
+    CompressorRefs compressor, indexer;
+    Linear index_wq_b, index_weights;
+};
+
+// Where one layer's decode state lives inside a sequence's state buffer (GpuDecodeState).
+struct CompressorStateRefs {
+    std::size_t pending_kv = 0, pending_gate = 0, prev_kv = 0, prev_gate = 0, entries = 0;
+    int capacity = 0;  // entries
+};
+struct LayerStateRefs {
+    std::size_t ring = 0;
+    CompressorStateRefs compressor, indexer;
+};
+
+struct LayerRefs {
+    AttentionRefs attn;
+    std::size_t attn_norm = 0, ffn_norm = 0;
+    std::size_t hc_attn_fn = 0, hc_attn_base = 0, hc_attn_scale = 0;
+    std::size_t hc_ffn_fn = 0, hc_ffn_base = 0, hc_ffn_scale = 0;
+    Linear gate;                          // router [E, D]
+    std::size_t bias = 0, tid2eid = 0;    // one of the two
+    bool hash = false, has_shared = false;
+    Linear shared_w1, shared_w2, shared_w3;
+    DenseRef experts_w1, experts_w2, experts_w3;  // stacks [E][rows][cols]
+};
+
+// Host-side copies waiting for the arena: bytes are produced when the arena is filled.
+struct Upload {
+    std::size_t offset = 0, bytes = 0;
+    std::function<void(std::uint8_t*)> fill;
+};
+
+}  // namespace
+
+struct GpuModel::Impl {
+    const Model& cpu;
+    const ModelConfig& c;
+    GpuOptions options;
+    struct DeviceGuard {
+        explicit DeviceGuard(int device) { use_device(device); }
+    } device_guard;  // before the stream: it belongs to the chosen device
+    GpuMemoryPlan plan;
+    std::vector<Upload> uploads;
+    std::size_t arena_bytes = 0;
+    Buffer arena;
+    Stream stream;
+
+    DenseRef embed, head;
+    std::size_t norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
+    std::vector<LayerRefs> layers;
+    int fp8_linears = 0, dense_linears = 0;
+    DenseType expert_type = DenseType::bf16;
+
+    // Attention on the GPU: whether the kernels take this geometry (why not, if not), the RoPE
+    // tables (host, for the rope kernel; device, for the compressor), the per-sequence state.
+    bool attention_on_gpu = false;
+    std::string attention_why_cpu;
+    std::vector<float> inv_freq_main, inv_freq_compress;
+    std::size_t inv_freq_compress_dev = 0;
+    int max_context = 0;
+    std::vector<LayerStateRefs> state_refs;
+    std::size_t state_bytes = 0;
+    float *cq = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *z = nullptr, *ckv = nullptr, *cg = nullptr;
+    float *ikv = nullptr, *ig = nullptr, *qi = nullptr, *wi = nullptr, *scores = nullptr;
+    std::int32_t *selected = nullptr, *selected_count = nullptr, *positions = nullptr;
+    int scores_stride = 1;
+
+    // Activations, sized for `capacity` tokens.
+    int capacity = 0;
+    Buffer scratch;
+    float *x = nullptr, *u = nullptr, *a = nullptr, *f = nullptr, *post = nullptr, *comb = nullptr, *hc_scratch = nullptr;
+    float *logits_router = nullptr, *route_w = nullptr, *g1 = nullptr, *g3 = nullptr, *routed = nullptr;
+    float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
+    std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
+
+    Impl(const Model& m, const GpuOptions& o) : cpu(m), c(m.config()), options(o), device_guard(o.device) {}
+
+    std::size_t reserve(std::size_t bytes, std::size_t& counter) {
+        const std::size_t at = arena_bytes;
+        arena_bytes += align_up(bytes);
+        counter += align_up(bytes);
+        return at;
+    }
+    std::size_t put_floats(const std::vector<float>& v, std::size_t& counter) {
+        const std::size_t at = reserve(v.size() * 4, counter);
+        uploads.push_back({at, v.size() * 4, [&v](std::uint8_t* dst) { std::memcpy(dst, v.data(), v.size() * 4); }});
+        return at;
+    }
+    std::size_t put_vec(const std::vector<float>& v) { return put_floats(v, plan.dense_bytes); }
+
+    DenseRef put_dense(const Matrix& m, std::size_t& counter) {
+        DenseRef r;
+        r.rows = m.rows;
+        r.cols = m.cols;
+        r.type = exactly_bf16(m.w.data(), m.w.size()) ? DenseType::bf16 : DenseType::f32;
+        const std::size_t n = m.w.size(), bytes = n * (r.type == DenseType::bf16 ? 2 : 4);
+        r.offset = reserve(bytes, counter);
+        if (r.type == DenseType::bf16)
+            uploads.push_back({r.offset, bytes, [&m, n](std::uint8_t* dst) {
+                                   for (std::size_t i = 0; i < n; ++i) {
+                                       std::uint32_t u;
+                                       std::memcpy(&u, &m.w[i], 4);
+                                       const std::uint16_t h = static_cast<std::uint16_t>(u >> 16);
+                                       std::memcpy(dst + 2 * i, &h, 2);
+                                   }
+                               }});
+        else
+            uploads.push_back({r.offset, bytes, [&m, n](std::uint8_t* dst) { std::memcpy(dst, m.w.data(), n * 4); }});
+        return r;
+    }
+
+    // FP8 stays FP8 when the checkpoint stores it so (E4M3 + E8M0 scales) and fp8_gemv takes
+    // the shape; `row_block` is the row granularity the caller slices the matrix at.
+    Linear put_linear(const Matrix& m, const std::string& name, const Checkpoint* ck, int row_block = 0) {
+        Linear l;
+        l.rows = m.rows;
+        l.cols = m.cols;
+        const std::string scale_name = name.substr(0, name.rfind(".weight")) + ".scale";
+        if (ck && ck->has(name) && ck->tensor(name).dtype == DType::f8_e4m3 && ck->has(scale_name) &&
+            ck->tensor(scale_name).dtype == DType::f8_e8m0 && m.cols % 128 == 0 && m.rows % 8 == 0 &&
+            (row_block == 0 || row_block % 128 == 0)) {
+            const TensorView& w = ck->tensor(name);
+            const TensorView& s = ck->tensor(scale_name);
+            const std::size_t want_scales = std::size_t((m.rows + 127) / 128) * (m.cols / 128);
+            if (w.nbytes != std::size_t(m.rows) * m.cols || s.nbytes != want_scales)
+                throw_format("tensor " + name + ": FP8 bytes or scale grid do not match [" + std::to_string(m.rows) +
+                                 ", " + std::to_string(m.cols) + "]",
+                             w.file);
+            l.fp8 = true;
+            l.w_offset = reserve(w.nbytes, plan.dense_bytes);
+            uploads.push_back({l.w_offset, w.nbytes, [&w](std::uint8_t* dst) { std::memcpy(dst, w.data, w.nbytes); }});
+            l.scale_offset = reserve(s.nbytes, plan.dense_bytes);
+            uploads.push_back({l.scale_offset, s.nbytes, [&s](std::uint8_t* dst) { std::memcpy(dst, s.data, s.nbytes); }});
+            ++fp8_linears;
+            return l;
+        }
+        const DenseRef d = put_dense(m, plan.dense_bytes);
+        l.w_offset = d.offset;
+        l.type = d.type;
+        ++dense_linears;
+        return l;
+    }
+
+    // One stack [E][rows][cols] of a routed-expert matrix, in `type`.
+    DenseRef put_expert_stack(const DenseExpertSource& src, int layer, ExpertMatrix which, DenseType type) {
+        const int E = c.n_routed_experts;
+        const Matrix& m0 = src.at(layer, 0, which);
+        DenseRef r;
+        r.rows = m0.rows;
+        r.cols = m0.cols;
+        r.type = type;
+        const std::size_t per = std::size_t(m0.rows) * m0.cols, elem = type == DenseType::bf16 ? 2 : 4;
+        r.offset = reserve(per * E * elem, plan.expert_bytes);
+        uploads.push_back({r.offset, per * E * elem, [&src, layer, which, E, per, elem, type](std::uint8_t* dst) {
+                               for (int e = 0; e < E; ++e) {
+                                   const Matrix& m = src.at(layer, e, which);
+                                   std::uint8_t* out = dst + std::size_t(e) * per * elem;
+                                   if (type == DenseType::f32) {
+                                       std::memcpy(out, m.w.data(), per * 4);
+                                       continue;
+                                   }
+                                   for (std::size_t i = 0; i < per; ++i) {
+                                       std::uint32_t u;
+                                       std::memcpy(&u, &m.w[i], 4);
+                                       const std::uint16_t h = static_cast<std::uint16_t>(u >> 16);
+                                       std::memcpy(out + 2 * i, &h, 2);
+                                   }
+                               }
+                           }});
+        return r;
+    }
+
+    // Whether the attention kernels take this model's geometry (their headers state the limits).
+    void decide_attention() {
+#if AFF_GPU_ATTENTION
+        auto no = [&](std::string why) { attention_why_cpu = std::move(why); };
+        if (c.head_dim != 128 && c.head_dim != 256 && c.head_dim != 512)
+            return no("head_dim " + std::to_string(c.head_dim) + " (the attention kernel takes 128, 256 or 512)");
+        if (c.rope_dim / 2 > 64) return no("rope_dim over 128");
+        if (c.index_heads * c.index_head_dim > 8192 || c.index_head_dim % 4 != 0 || c.index_head_dim > 512)
+            return no("indexer geometry outside the indexer kernel's limits");
+        if (c.index_topk > kIndexerMaxTopk) return no("index_topk over " + std::to_string(kIndexerMaxTopk));
+        attention_on_gpu = true;
+#else
+        attention_why_cpu = "the attention kernels are not in this build";
+#endif
+    }
+
+    CompressorRefs put_compressor(const CompressorWeights& w, const std::string& p, const Checkpoint* ck) {
+        CompressorRefs r;
+        r.wkv = put_linear(w.wkv, p + "wkv.weight", ck);
+        r.wgate = put_linear(w.wgate, p + "wgate.weight", ck);
+        r.ape = put_vec(w.ape.w);
+        r.norm = put_vec(w.norm);
+        r.ratio = w.ratio;
+        r.dim = w.dim;
+        r.overlap = w.overlap;
+        return r;
+    }
+
+    AttentionRefs put_attention(const AttentionWeights& w, const std::string& p, const Checkpoint* ck) {
+        AttentionRefs r;
+        r.on_gpu = true;
+        r.sink = put_vec(w.sink);
+        r.q_norm = put_vec(w.q_norm);
+        r.kv_norm = put_vec(w.kv_norm);
+        r.wq_a = put_linear(w.wq_a, p + "wq_a.weight", ck);
+        r.wq_b = put_linear(w.wq_b, p + "wq_b.weight", ck);
+        r.wkv = put_linear(w.wkv, p + "wkv.weight", ck);
+        r.wo_a = put_linear(w.wo_a, p + "wo_a.weight", ck, c.o_lora_rank);
+        r.wo_b = put_linear(w.wo_b, p + "wo_b.weight", ck);
+        r.has_compressor = w.has_compressor;
+        if (w.has_compressor) r.compressor = put_compressor(w.compressor, p + "compressor.", ck);
+        r.has_indexer = w.has_indexer;
+        if (w.has_indexer) {
+            r.indexer = put_compressor(w.index_compressor, p + "indexer.compressor.", ck);
+            r.index_wq_b = put_linear(w.index_wq_b, p + "indexer.wq_b.weight", ck);
+            r.index_weights = put_linear(w.index_weights, p + "indexer.weights_proj.weight", ck);
+        }
+        return r;
+    }
+
+    // The per-sequence state: ring [W, Dh] and each compressor's pending window, previous
+    // window (CSA) and entries for max_context tokens.
+    void plan_state() {
+        state_bytes = 0;
+        state_refs.assign(c.num_layers, {});
+        if (!attention_on_gpu) return;
+        auto take = [&](std::size_t floats) {
+            const std::size_t at = state_bytes;
+            state_bytes += align_up(floats * 4);
+            return at;
+        };
+        auto comp = [&](const CompressorRefs& w, CompressorStateRefs& st, bool indexer) {
+            const std::size_t width = std::size_t(w.overlap ? 2 : 1) * w.dim;
+            st.pending_kv = take(std::size_t(w.ratio) * width);
+            st.pending_gate = take(std::size_t(w.ratio) * width);
+            st.prev_kv = take(std::size_t(w.ratio) * w.dim);
+            st.prev_gate = take(std::size_t(w.ratio) * w.dim);
+            st.capacity = max_context / w.ratio + 1;
+            st.entries = take(std::size_t(st.capacity) * w.dim);
+            if (indexer) scores_stride = std::max(scores_stride, st.capacity);
+        };
+        for (int l = 0; l < c.num_layers; ++l) {
+            const AttentionRefs& a = layers[l].attn;
+            LayerStateRefs& st = state_refs[l];
+            st.ring = take(std::size_t(c.sliding_window) * c.head_dim);
+            if (a.has_compressor) comp(a.compressor, st.compressor, false);
+            if (a.has_indexer) comp(a.indexer, st.indexer, true);
+        }
+    }
+
+    template <class Take>
+    void layout_attention_scratch(Take& take, std::size_t n) {
+        if (!attention_on_gpu) return;
+        const std::size_t H = c.num_heads, Dh = c.head_dim, Hi = c.index_heads, Di = c.index_head_dim;
+        take(cq, n * c.q_lora_rank);
+        take(q, n * H * Dh);
+        take(kv, n * Dh);
+        take(o, n * H * Dh);
+        take(z, n * c.o_groups * c.o_lora_rank);
+        take(ckv, n * 2 * Dh);
+        take(cg, n * 2 * Dh);
+        take(ikv, n * 2 * Di);
+        take(ig, n * 2 * Di);
+        take(qi, n * Hi * Di);
+        take(wi, n * Hi);
+        take(scores, n * scores_stride);
+        take(selected, n * std::max(1, c.index_topk));
+        take(selected_count, n);
+        take(positions, n);
+    }
+
+    void plan_weights(const Checkpoint* ck) {
+        const ModelWeights& w = cpu.weights();
+        embed = put_dense(w.embed, plan.dense_bytes);
+        head = put_dense(w.head, plan.dense_bytes);
+        norm = put_vec(w.norm);
+        hc_head_fn = put_vec(w.hc_head.fn.w);
+        hc_head_base = put_vec(w.hc_head.base);
+        hc_head_scale = put_vec(w.hc_head.scale);
+        const auto* experts = dynamic_cast<const DenseExpertSource*>(w.experts.get());
+        if (!experts)
+            throw_unsupported("the GPU forward takes routed experts from an unquantised checkpoint only so far "
+                              "(codebook experts through moe_gemv are not wired in yet)");
+        // One storage type for every expert stack: BF16 when all are exact BF16 (FP4 and BF16
+        // checkpoints), else F32.
+        expert_type = DenseType::bf16;
+        for (int l = 0; l < c.num_layers && expert_type == DenseType::bf16; ++l)
+            for (int e = 0; e < c.n_routed_experts && expert_type == DenseType::bf16; ++e)
+                for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
+                    const Matrix& m = experts->at(l, e, which);
+                    if (!exactly_bf16(m.w.data(), m.w.size())) {
+                        expert_type = DenseType::f32;
+                        break;
+                    }
+                }
+        inv_freq_main = rope_inv_freq(c.rope_main, c.rope_dim);
+        inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
+        if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
+        for (int l = 0; l < c.num_layers; ++l) {
+            const LayerWeights& lw = w.layers[l];
+            const std::string p = "layers." + std::to_string(l) + ".ffn.";
+            LayerRefs r;
+            if (attention_on_gpu) r.attn = put_attention(lw.attn, "layers." + std::to_string(l) + ".attn.", ck);
+            r.attn_norm = put_vec(lw.attn_norm);
+            r.ffn_norm = put_vec(lw.ffn_norm);
+            r.hc_attn_fn = put_vec(lw.hc_attn.fn.w);
+            r.hc_attn_base = put_vec(lw.hc_attn.base);
+            r.hc_attn_scale = put_vec(lw.hc_attn.scale);
+            r.hc_ffn_fn = put_vec(lw.hc_ffn.fn.w);
+            r.hc_ffn_base = put_vec(lw.hc_ffn.base);
+            r.hc_ffn_scale = put_vec(lw.hc_ffn.scale);
+            r.gate = put_linear(lw.ffn.gate, p + "gate.weight", ck);
+            r.hash = c.hash_routed[l];
+            if (r.hash) {
+                const std::vector<std::int32_t>& ids = lw.ffn.tid2eid;
+                r.tid2eid = reserve(ids.size() * 4, plan.dense_bytes);
+                uploads.push_back({r.tid2eid, ids.size() * 4, [&ids](std::uint8_t* dst) {
+                                       std::memcpy(dst, ids.data(), ids.size() * 4);
+                                   }});
+            } else {
+                r.bias = put_vec(lw.ffn.bias);
+            }
+            r.has_shared = lw.ffn.has_shared;
+            if (r.has_shared) {
+                r.shared_w1 = put_linear(lw.ffn.shared_w1, p + "shared_experts.w1.weight", ck);
+                r.shared_w2 = put_linear(lw.ffn.shared_w2, p + "shared_experts.w2.weight", ck);
+                r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
+            }
+            r.experts_w1 = put_expert_stack(*experts, l, ExpertMatrix::w1, expert_type);
+            r.experts_w2 = put_expert_stack(*experts, l, ExpertMatrix::w2, expert_type);
+            r.experts_w3 = put_expert_stack(*experts, l, ExpertMatrix::w3, expert_type);
+            layers.push_back(r);
+        }
+    }
+
+    // Carves the activations of `tokens` tokens out of base (or only counts them when base is
+    // null); returns the bytes used. One list, so the plan and the allocation cannot disagree.
+    std::size_t layout_scratch(std::uint8_t* base, int tokens) {
+        std::size_t used = 0;
+        auto take = [&](auto*& ptr, std::size_t count) {
+            using T = std::remove_reference_t<decltype(*ptr)>;
+            if (base) ptr = reinterpret_cast<T*>(base + used);
+            used += align_up(count * sizeof(T));
+        };
+        const std::size_t n = tokens, D = c.hidden_size, hc = c.hc_mult, k = c.experts_per_token,
+                          I = c.moe_intermediate_size, E = c.n_routed_experts, V = c.vocab_size;
+        take(x, n * hc * D);
+        take(u, n * D);
+        take(a, n * D);
+        take(f, n * D);
+        take(post, n * hc);
+        take(comb, n * hc * hc);
+        take(hc_scratch, n * (hc_mix_rows(int(hc)) + 1));
+        take(logits_router, n * E);
+        take(route_w, n * k);
+        take(g1, n * k * I);
+        take(g3, n * k * I);
+        take(routed, n * k * D);
+        take(s1, n * I);
+        take(s3, n * I);
+        take(shared, n * D);
+        take(y, n * D);
+        take(logits, n * V);
+        take(tokens_dev, n);
+        take(route_ids, n * k);
+        layout_attention_scratch(take, n);
+        return used;
+    }
+
+    std::size_t scratch_bytes(int tokens) {
+        return layout_scratch(nullptr, tokens);
+    }
+
+    void ensure_scratch(int tokens) {
+        if (tokens <= capacity) return;
+        const int cap = std::max(tokens, kScratchTokens);
+        scratch = Buffer(layout_scratch(nullptr, cap));
+        layout_scratch(scratch.as<std::uint8_t>(), cap);
+        capacity = cap;
+    }
+
+    template <class T>
+    T* at(std::size_t offset) const {
+        return reinterpret_cast<T*>(arena.as<std::uint8_t>() + offset);
+    }
+
+    // y rows (ldy apart) = W[row0 .. row0+rows) · x rows (ldx apart), batch rows.
+    void apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0 = 0,
+               int rows = -1) {
+        if (rows < 0) rows = l.rows;
+        void* s = stream.handle();
+        if (!l.fp8) {
+            const std::size_t elem = l.type == DenseType::bf16 ? 2 : 4;
+            dense_gemv(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
+                       batch, yout, ldy, s);
+            return;
+        }
+        const std::uint8_t* w = at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols;
+        const std::uint8_t* sc = at<std::uint8_t>(l.scale_offset) + std::size_t(row0 / 128) * (l.cols / 128);
+        if (ldx == l.cols && ldy == rows) {
+            for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
+                fp8_gemv(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
+                         yout + std::size_t(b) * ldy, s);
+        } else {
+            for (int b = 0; b < batch; ++b)
+                fp8_gemv(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, 1, yout + std::size_t(b) * ldy, s);
+        }
+    }
+
+    HcConfig hc_config() const {
+        HcConfig h;
+        h.dim = c.hidden_size;
+        h.sinkhorn_iters = c.hc_sinkhorn_iters;
+        h.hc_eps = static_cast<float>(c.hc_eps);
+        h.norm_eps = static_cast<float>(c.rms_norm_eps);
+        h.streams = c.hc_mult;
+        return h;
+    }
+
+#if AFF_GPU_ATTENTION
+    // One compressor step (§3.5, Model::compress): the two projections, then the kernel.
+    void run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::uint8_t* state,
+                        std::int64_t start, int n, float* kv_buf, float* gate_buf) {
+        const int D = c.hidden_size, width = (w.overlap ? 2 : 1) * w.dim;
+        apply(w.wkv, a, D, n, kv_buf, width);
+        apply(w.wgate, a, D, n, gate_buf, width);
+        CompressorArgs ca;
+        ca.kv = kv_buf;
+        ca.gate = gate_buf;
+        ca.ape = at<float>(w.ape);
+        ca.norm = at<float>(w.norm);
+        ca.inv_freq = at<float>(inv_freq_compress_dev);
+        ca.pending_kv = reinterpret_cast<float*>(state + st.pending_kv);
+        ca.pending_gate = reinterpret_cast<float*>(state + st.pending_gate);
+        ca.prev_kv = w.overlap ? reinterpret_cast<float*>(state + st.prev_kv) : nullptr;
+        ca.prev_gate = w.overlap ? reinterpret_cast<float*>(state + st.prev_gate) : nullptr;
+        ca.entries = reinterpret_cast<float*>(state + st.entries);
+        ca.n = n;
+        ca.ratio = w.ratio;
+        ca.dim = w.dim;
+        ca.rope_dim = c.rope_dim;
+        ca.overlap = w.overlap;
+        ca.eps = static_cast<float>(c.rms_norm_eps);
+        ca.start = start;
+        compressor(ca, stream.handle());
+    }
+
+    // §3.4-3.8 on the GPU (Model::attention step by step): a [n, D] → f [n, D].
+    void attention_gpu(int l, std::uint8_t* state, std::int64_t start, int n) {
+        void* s = stream.handle();
+        const AttentionRefs& r = layers[l].attn;
+        const LayerStateRefs& sr = state_refs[l];
+        const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, Rq = c.q_lora_rank;
+        const float eps = static_cast<float>(c.rms_norm_eps);
+        const std::vector<float>& inv = c.attention[l] == AttentionKind::sliding ? inv_freq_main : inv_freq_compress;
+        // Query path: low-rank q, q_norm, per-head unweighted norm, RoPE.
+        apply(r.wq_a, a, D, n, cq, Rq);
+        rms_norm(cq, at<float>(r.q_norm), cq, n, Rq, eps, s);
+        apply(r.wq_b, cq, Rq, n, q, H * Dh);
+        rms_norm(q, nullptr, q, n * H, Dh, eps, s);
+        rope_with_inv_freq(q, positions, n, H, Dh, inv, false, s);
+        // The latent that is both key and value.
+        apply(r.wkv, a, D, n, kv, Dh);
+        rms_norm(kv, at<float>(r.kv_norm), kv, n, Dh, eps, s);
+        rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
+
+        AttentionArgs aa;
+        if (r.has_compressor) {
+            run_compressor(r.compressor, sr.compressor, state, start, n, ckv, cg);
+            aa.entries = reinterpret_cast<const float*>(state + sr.compressor.entries);
+            aa.entry_count = static_cast<int>(compressor_end_entry(start, n, r.compressor.ratio));
+            aa.ratio = r.compressor.ratio;
+        }
+        if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk
+            run_compressor(r.indexer, sr.indexer, state, start, n, ikv, ig);
+            const int Hi = c.index_heads, Di = c.index_head_dim, ratio = r.indexer.ratio;
+            apply(r.index_wq_b, cq, Rq, n, qi, Hi * Di);
+            rope_with_inv_freq(qi, positions, n, Hi, Di, inv_freq_compress, false, s);
+            apply(r.index_weights, a, D, n, wi, Hi);
+            const int count = static_cast<int>(compressor_end_entry(start, n, ratio));
+            indexer_scores(qi, wi, reinterpret_cast<const float*>(state + sr.indexer.entries), scores, n, Hi, Di, start,
+                           ratio, count, scores_stride, s);
+            indexer_topk(scores, n, scores_stride, start, ratio, count, c.index_topk, selected, selected_count, s);
+            aa.selected = selected;
+            aa.selected_count = selected_count;
+            aa.selected_stride = c.index_topk;
+        }
+        float* ring = reinterpret_cast<float*>(state + sr.ring);
+        aa.q = q;
+        aa.kv = kv;
+        aa.ring = ring;
+        aa.sink = at<float>(r.sink);
+        aa.out = o;
+        aa.n = n;
+        aa.heads = H;
+        aa.head_dim = Dh;
+        aa.window = c.sliding_window;
+        aa.start = start;
+        attention(aa, s);
+        rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
+        ring_store(ring, kv, n, Dh, c.sliding_window, start, s);
+        // Grouped low-rank output projection, then wo_b.
+        const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
+        for (int g = 0; g < G; ++g)
+            apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
+        apply(r.wo_b, z, G * Ro, n, f, D);
+    }
+#endif
+
+    // §3.9 (Model::moe): b [n, D] → f [n, D].
+    void moe(const LayerRefs& r, int n) {
+        void* s = stream.handle();
+        const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token;
+        const float limit = static_cast<float>(c.swiglu_limit);
+        float* shared_out = nullptr;
+        if (r.has_shared) {
+            apply(r.shared_w1, a, D, n, s1, I);
+            apply(r.shared_w3, a, D, n, s3, I);
+            swiglu(s1, s3, (long long)n * I, limit, s1, s);
+            apply(r.shared_w2, s1, I, n, shared, D);
+            shared_out = shared;
+        }
+        if (options.forward.no_routed_experts) {
+            if (shared_out) stream.copy(f, shared_out, std::size_t(n) * D * 4);
+            else stream.fill(f, 0, std::size_t(n) * D * 4);
+            return;
+        }
+        apply(r.gate, a, D, n, logits_router, c.n_routed_experts);
+        RouterConfig rc;
+        rc.experts = c.n_routed_experts;
+        rc.top_k = k;
+        rc.route_scale = static_cast<float>(c.routed_scaling_factor);
+        router_topk(logits_router, n, rc, r.hash ? nullptr : at<float>(r.bias),
+                    r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s);
+        const int jobs = n * k;
+        const std::uint8_t* base = arena.as<std::uint8_t>();
+        dense_gemv_indexed(base + r.experts_w1.offset, r.experts_w1.type, I, D, route_ids, jobs, a, k, g1, s);
+        dense_gemv_indexed(base + r.experts_w3.offset, r.experts_w3.type, I, D, route_ids, jobs, a, k, g3, s);
+        swiglu(g1, g3, (long long)jobs * I, limit, g1, s);
+        dense_gemv_indexed(base + r.experts_w2.offset, r.experts_w2.type, D, I, route_ids, jobs, g1, 1, routed, s);
+        moe_combine(routed, route_w, n, k, D, shared_out, f, s);
+    }
+};
+
+GpuModel::GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOptions& options)
+    : impl_(std::make_unique<Impl>(cpu, options)) {
+    Impl& m = *impl_;
+    const ModelConfig& c = m.c;
+    if (!c.norm_topk_prob) throw_unsupported("GPU router: norm_topk_prob false is not implemented");
+    if (c.hc_mult < 1 || c.hc_mult > kHcMaxStreams)
+        throw_unsupported("GPU mHC: hc_mult " + std::to_string(c.hc_mult) + " outside 1..8");
+    m.max_context = static_cast<int>(std::min<std::int64_t>(
+        options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
+    if (m.max_context <= 0) m.max_context = 4096;
+    m.decide_attention();
+    m.plan_weights(checkpoint);
+    m.plan_state();
+    m.plan.state_bytes = m.state_bytes;
+    m.plan.scratch_bytes = m.scratch_bytes(kScratchTokens);
+
+    use_device(options.device);
+    const MemoryInfo mem = memory_info();
+    const std::size_t free_after_reserve = mem.free_bytes > kRuntimeReserve ? mem.free_bytes - kRuntimeReserve : 0;
+    std::size_t available = free_after_reserve;
+    if (options.memory_cap_bytes > 0) available = std::min(available, options.memory_cap_bytes);
+    const std::size_t need = m.plan.total();
+    if (need > available) {
+        auto mib = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
+        std::string why = mib(available) + " MiB available (" + mib(mem.free_bytes) + " MiB free on GPU " +
+                          std::to_string(options.device);
+        if (options.memory_cap_bytes > 0) why += ", --gpu-mib " + std::to_string(options.memory_cap_bytes >> 20);
+        throw Error(ErrorKind::device, "the model needs " + mib(need) + " MiB of GPU memory (dense " +
+                                           mib(m.plan.dense_bytes) + ", routed experts " + mib(m.plan.expert_bytes) +
+                                           ", activations " + mib(m.plan.scratch_bytes) + ", one sequence's state " +
+                                           mib(m.plan.state_bytes) + "), " + why +
+                                           "): " + mib(need - available) + " MiB missing");
+    }
+    m.arena = Buffer(std::max<std::size_t>(m.arena_bytes, kAlign));
+    // Fill and upload tensor by tensor through one staging buffer.
+    std::vector<std::uint8_t> staging;
+    for (const Upload& up : m.uploads) {
+        staging.resize(up.bytes);
+        up.fill(staging.data());
+        m.stream.copy(m.arena.as<std::uint8_t>() + up.offset, staging.data(), up.bytes);
+        m.stream.synchronize();  // staging is reused
+    }
+    m.uploads.clear();
+    m.ensure_scratch(kScratchTokens);
+}
+
+GpuModel::~GpuModel() = default;
+
+const ModelConfig& GpuModel::config() const { return impl_->c; }
+const GpuMemoryPlan& GpuModel::memory_plan() const { return impl_->plan; }
+
+std::string GpuModel::describe() const {
+    const Impl& m = *impl_;
+    auto type = [](DenseType t) { return t == DenseType::bf16 ? "bf16" : "f32"; };
+    std::ostringstream o;
+    o << "gpu: dense " << format_bytes(m.plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
+      << type(m.head.type) << ", linears: " << m.fp8_linears << " fp8, " << m.dense_linears << " dense), routed experts "
+      << format_bytes(m.plan.expert_bytes) << " (" << type(m.expert_type) << "), activations "
+      << format_bytes(m.plan.scratch_bytes);
+    if (m.attention_on_gpu)
+        o << "; attention on the GPU (state " << format_bytes(m.plan.state_bytes) << " a sequence, " << m.max_context
+          << " tokens)";
+    else
+        o << "; attention on the CPU (" << m.attention_why_cpu << ")";
+    return o.str();
+}
+
+GpuDecodeState GpuModel::new_state() const {
+    const Impl& m = *impl_;
+    GpuDecodeState st;
+    if (m.attention_on_gpu) {
+        st.device = Buffer(std::max<std::size_t>(m.state_bytes, kAlign));
+        Stream s;
+        s.fill(st.device.data(), 0, st.device.size());
+        s.synchronize();
+    } else {
+        st.attention = m.cpu.new_state();
+    }
+    return st;
+}
+
+std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
+    Impl& m = *impl_;
+    const ModelConfig& c = m.c;
+    const int n = static_cast<int>(toks.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    if (n == 0) throw_usage("forward: no tokens");
+    for (std::int32_t t : toks)
+        if (t < 0 || t >= V)
+            throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    if (m.attention_on_gpu ? st.device.size() < m.state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
+        throw_internal("forward: decode state belongs to another model");
+    if (m.attention_on_gpu && st.position + n > m.max_context)
+        throw_usage("the sequence would reach " + std::to_string(st.position + n) + " tokens, over the GPU state's " +
+                    std::to_string(m.max_context));
+    use_device(m.options.device);
+    m.ensure_scratch(n);
+    void* s = m.stream.handle();
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const HcConfig hcc = m.hc_config();
+
+    m.stream.copy(m.tokens_dev, toks.data(), std::size_t(n) * 4);
+    std::vector<std::int32_t> pos(n);
+    for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(st.position + t);
+    if (m.attention_on_gpu) m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
+    embed(m.at<void>(m.embed.offset), m.embed.type, D, m.tokens_dev, n, hc, m.x, s);  // §3.0
+
+    std::vector<float> a_host(std::size_t(n) * D), f_host(std::size_t(n) * D);
+    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
+    for (int l = 0; l < layers; ++l) {
+        const LayerRefs& r = m.layers[l];
+        // mHC around attention (Model::layer_forward): collapse, attn_norm.
+        hc_pre(m.x, n, {m.at<float>(r.hc_attn_fn), m.at<float>(r.hc_attn_base), m.at<float>(r.hc_attn_scale)}, hcc,
+               m.hc_scratch, m.post, m.comb, m.u, s);
+        rms_norm(m.u, m.at<float>(r.attn_norm), m.a, n, D, eps, s);
+        if (m.attention_on_gpu) {
+#if AFF_GPU_ATTENTION
+            m.attention_gpu(l, st.device.as<std::uint8_t>(), st.position, n);
+#endif
+        } else {  // attention on the CPU (see forward.hpp)
+            m.stream.copy(a_host.data(), m.a, a_host.size() * 4);
+            m.stream.synchronize();
+            m.cpu.attention_block(l, st.attention.layers[l], st.position, n, a_host.data(), f_host.data());
+            m.stream.copy(m.f, f_host.data(), f_host.size() * 4);
+        }
+        hc_post(m.x, m.f, m.post, m.comb, n, D, s, hc);
+        // mHC around the MoE.
+        hc_pre(m.x, n, {m.at<float>(r.hc_ffn_fn), m.at<float>(r.hc_ffn_base), m.at<float>(r.hc_ffn_scale)}, hcc,
+               m.hc_scratch, m.post, m.comb, m.u, s);
+        rms_norm(m.u, m.at<float>(r.ffn_norm), m.a, n, D, eps, s);
+        m.moe(r, n);
+        hc_post(m.x, m.f, m.post, m.comb, n, D, s, hc);
+    }
+    st.position += n;
+    if (!m.attention_on_gpu) st.attention.position = st.position;
+
+    // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
+    const int first = all_logits ? 0 : n - 1, rows = n - first;
+    HcConfig headc = hcc;
+    hc_head(m.x + std::size_t(first) * hc * D, rows, {m.at<float>(m.hc_head_fn), m.at<float>(m.hc_head_base),
+                                                      m.at<float>(m.hc_head_scale)},
+            headc, m.hc_scratch, m.y, s);
+    rms_norm(m.y, m.at<float>(m.norm), m.y, rows, D, eps, s);
+    dense_gemv(m.at<void>(m.head.offset), m.head.type, V, D, m.y, D, rows, m.logits, V, s);
+    std::vector<float> out(std::size_t(rows) * V);
+    m.stream.copy(out.data(), m.logits, out.size() * 4);
+    m.stream.synchronize();
+    return out;
+}
+
+}  // namespace aff::gpu

@@ -1,0 +1,93 @@
+// The GPU forward pass of DeepSeek-V4 (model doc §3): a GpuModel holds every weight in one
+// device arena (sized against free VRAM and the --gpu-mib cap before anything is allocated)
+// and runs the same computation as the CPU reference (libaff/model/forward.cpp), which it is
+// tested against end to end (tests/gpu/forward_test.cpp) on every tiny fixture.
+//
+// What runs where today:
+//   GPU: embedding, mHC pre/expand with Sinkhorn and the hyper head, every RMSNorm, the router
+//        (sqrtsoftplus, bias or hash), routed experts (dense BF16/F32 stacks, ids read on the
+//        device), shared expert, clamped SwiGLU, final norm and head. Dense projections use
+//        fp8_gemv on the checkpoint's own FP8 bytes and E8M0 scales when the shape allows it
+//        (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact dequantised values.
+//   CPU: the attention block of every layer (q/kv projections, sliding window, CSA/HCA
+//        compressors, indexer, sink softmax, grouped output projection), through
+//        Model::attention_block, with its decode state (ring, compressor and indexer state)
+//        on the host: the attention kernels are written separately and are not wired in yet.
+//        The input a goes to the host and the output comes back once per layer.
+//   Logits come back to the host; sampling stays on the CPU (libaff/runtime/sampler).
+// Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
+// checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
+// multiplies the very values the CPU reference does and the comparison stays tight.
+// Not yet: TQ2875 experts from a container (moe_gemv), MTP, several GPUs, CUDA graphs.
+// Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
+#pragma once
+
+#include "aff/gpu/device.hpp"
+#include "aff/model/forward.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace aff {
+class Checkpoint;
+}
+
+namespace aff::gpu {
+
+struct GpuOptions {
+    int device = 0;                    // ordinal among the visible devices
+    std::size_t memory_cap_bytes = 0;  // --gpu-mib; 0 = all free memory
+    int max_context = 0;               // tokens a sequence's GPU state holds; 0 = max_position_embeddings
+    ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
+};
+
+// Decode state of one sequence on the GPU model, mirroring DecodeState: with attention on the
+// GPU, `device` holds every layer's sliding ring [W, Dh] and each compressor's pending window,
+// previous window (CSA) and entries (main and indexer) for max_context tokens; with attention
+// on the CPU, `attention` is the CPU's own DecodeState. position counts the tokens run.
+struct GpuDecodeState {
+    std::int64_t position = 0;
+    Buffer device;
+    DecodeState attention;
+};
+
+// Bytes the model needs on the device, by class (planned before anything is allocated).
+struct GpuMemoryPlan {
+    std::size_t dense_bytes = 0;    // everything but routed experts
+    std::size_t expert_bytes = 0;   // routed experts of every layer
+    std::size_t scratch_bytes = 0;  // activations for 64 tokens a call (more are allocated on demand)
+    std::size_t state_bytes = 0;    // one sequence's attention state (GpuDecodeState::device)
+    std::size_t total() const { return dense_bytes + expert_bytes + scratch_bytes + state_bytes; }
+};
+
+class GpuModel {
+public:
+    // Uploads the weights of `cpu` (which must outlive this object: attention still runs on it).
+    // checkpoint, when given, supplies the FP8 bytes and scales of dense FP8 tensors. Throws a
+    // device error naming how many MiB are missing when the model does not fit.
+    GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOptions& options);
+    ~GpuModel();
+    GpuModel(const GpuModel&) = delete;
+    GpuModel& operator=(const GpuModel&) = delete;
+
+    const ModelConfig& config() const;
+    const GpuMemoryPlan& memory_plan() const;
+    // One line per weight class: where it lives and in which form (for --verbose output and tests).
+    std::string describe() const;
+
+    GpuDecodeState new_state() const;
+
+    // Same contract as Model::forward: runs tokens at st.position.. and returns [n, V] logits
+    // when all_logits, else the last row [V].
+    std::vector<float> forward(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_logits);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aff::gpu

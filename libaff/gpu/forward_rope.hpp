@@ -1,0 +1,18 @@
+// The GPU forward's door to kernels/rope.hpp. That header's aff::RopeTable (the kernel's θ
+// table) and libaff/model/config.hpp's aff::RopeTable (a config entry) share a name, so no
+// file can include both; forward.cpp calls the rope kernel through this function instead,
+// with the CPU reference's own inverse frequencies (aff::rope_inv_freq), so both sides rotate
+// by the same fp32 angles.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace aff::gpu {
+
+// kernels/rope.hpp's rope() with θ_j = inv_freq[j] (inv_freq.size() pairs on the trailing
+// channels of each of tokens × vecs vectors of dim floats); device pointers.
+void rope_with_inv_freq(float* x, const std::int32_t* positions, int tokens, int vecs, int dim,
+                        const std::vector<float>& inv_freq, bool inverse, void* stream);
+
+}  // namespace aff::gpu

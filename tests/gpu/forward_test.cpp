@@ -1,0 +1,278 @@
+// Device test of the whole GPU forward (libaff/gpu/forward.hpp) against the CPU reference
+// (libaff/model/forward.cpp) on every tiny fixture in tests/data/models, and on a random-weight
+// model of the model doc's §8.1 tiny geometry (head_dim 128, which the attention kernels take
+// while the fixtures' 64 and 32 are not): a random prompt (the fixture's oracle length) as one
+// prefill (every position's logits) or as chunks, then decode steps that feed back the argmax.
+// Rows: logits NMSE and max |difference| over all positions, and the count of positions whose
+// argmax differs (bound 0). Also checks that a --gpu-mib cap too small for the model gives the
+// error naming the missing MiB.
+#include "device_test.hpp"
+
+#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/core/error.hpp"
+#include "aff/core/thread_pool.hpp"
+#include "aff/gpu/forward.hpp"
+#include "aff/model/config.hpp"
+#include "aff/model/forward.hpp"
+#include "aff/model/weights.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+using namespace aff::gpu::test;
+
+namespace {
+
+constexpr int kDecodeSteps = 8;
+constexpr double kLogitsMaxNmse = 1e-9;     // fp32 sums in other orders through every layer
+constexpr double kLogitsMaxAbs = 1e-3;      // logits are O(1) (oracle.json: |max| about 4.5)
+
+int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
+
+// tests/data: $AFF_TEST_DATA when set (a binary carried to another machine), else the source tree's.
+std::string test_data() {
+    const char* env = std::getenv("AFF_TEST_DATA");
+    return env && *env ? env : AFF_TEST_DATA;
+}
+
+// The doc's §8.1 tiny configuration (transformers form), vocabulary 512.
+const char* kSyntheticConfig = R"({
+  "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",
+  "vocab_size": 512, "hidden_size": 256, "num_hidden_layers": 6,
+  "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 128,
+  "partial_rotary_factor": 0.5, "qk_rope_head_dim": 64, "q_lora_rank": 128, "o_groups": 2, "o_lora_rank": 64,
+  "sliding_window": 16,
+  "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                  "compressed_sparse_attention", "heavily_compressed_attention", "compressed_sparse_attention"],
+  "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+  "mlp_layer_types": ["hash_moe", "hash_moe", "moe", "moe", "moe", "moe"],
+  "index_n_heads": 4, "index_head_dim": 128, "index_topk": 4,
+  "n_routed_experts": 16, "num_experts_per_tok": 4, "n_shared_experts": 1,
+  "moe_intermediate_size": 128, "scoring_func": "sqrtsoftplus", "norm_topk_prob": true,
+  "routed_scaling_factor": 1.5, "swiglu_limit": 1.0, "hidden_act": "silu",
+  "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "rms_norm_eps": 1e-6,
+  "rope_theta": 10000.0, "compress_rope_theta": 160000.0,
+  "rope_parameters": {
+    "main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "compress": {"rope_type": "yarn", "rope_theta": 160000.0, "factor": 16.0,
+                 "original_max_position_embeddings": 65536, "beta_fast": 32.0, "beta_slow": 1.0,
+                 "attention_factor": 1.0, "partial_rotary_factor": 0.5}},
+  "max_position_embeddings": 4096, "num_nextn_predict_layers": 0,
+  "tie_word_embeddings": false, "bos_token_id": 0, "eos_token_id": 1
+})";
+
+// Random weights of the config's shapes, rounded to BF16 as a checkpoint would hold them.
+std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool) {
+    const aff::ModelConfig c = aff::parse_model_config(nlohmann::json::parse(kSyntheticConfig), "synthetic");
+    auto bf16 = [](float v) {
+        std::uint32_t u;
+        std::memcpy(&u, &v, 4);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        std::memcpy(&v, &u, 4);
+        return v;
+    };
+    auto vec = [&](int n, float mean, float sd) {
+        std::vector<float> v = normal(n, mean, sd);
+        for (float& x : v) x = bf16(x);
+        return v;
+    };
+    auto mat = [&](int rows, int cols, float sd = -1) {
+        aff::Matrix m;
+        m.rows = rows;
+        m.cols = cols;
+        m.w = vec(rows * cols, 0.0f, sd > 0 ? sd : 1.0f / std::sqrt(float(cols)));
+        return m;
+    };
+    const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, E = c.n_routed_experts, I = c.moe_intermediate_size,
+              hc = c.hc_mult, M = c.mix_width(), k = c.experts_per_token;
+    auto hcw = [&] {
+        aff::HyperConnectionWeights w;
+        w.fn = mat(M, hc * D, 0.02f);
+        w.base = normal(M, 0.0f, 0.5f);
+        w.scale = {0.8f, 1.1f, 1.3f};
+        return w;
+    };
+    auto comp = [&](int ratio, int dim, bool overlap) {
+        aff::CompressorWeights w;
+        w.ratio = ratio;
+        w.dim = dim;
+        w.overlap = overlap;
+        const int width = overlap ? 2 * dim : dim;
+        w.wkv = mat(width, D);
+        w.wgate = mat(width, D);
+        w.ape = mat(ratio, width, 0.3f);
+        w.norm = vec(dim, 1.0f, 0.1f);
+        return w;
+    };
+    aff::ModelWeights w;
+    w.embed = mat(c.vocab_size, D, 1.0f);
+    w.head = mat(c.vocab_size, D);
+    w.norm = vec(D, 1.0f, 0.1f);
+    w.hc_head.fn = mat(hc, hc * D, 0.02f);
+    w.hc_head.base = normal(hc, 0.0f, 0.5f);
+    w.hc_head.scale = {0.9f};
+    auto experts = std::make_shared<aff::DenseExpertSource>(c.num_layers, E);
+    std::uniform_int_distribution<int> pick(0, E - 1);
+    for (int l = 0; l < c.num_layers; ++l) {
+        aff::LayerWeights L;
+        L.attn_norm = vec(D, 1.0f, 0.1f);
+        L.ffn_norm = vec(D, 1.0f, 0.1f);
+        L.hc_attn = hcw();
+        L.hc_ffn = hcw();
+        aff::AttentionWeights& a = L.attn;
+        a.sink = normal(H, 0.0f, 1.0f);
+        a.wq_a = mat(c.q_lora_rank, D);
+        a.q_norm = vec(c.q_lora_rank, 1.0f, 0.1f);
+        a.wq_b = mat(H * Dh, c.q_lora_rank);
+        a.wkv = mat(Dh, D);
+        a.kv_norm = vec(Dh, 1.0f, 0.1f);
+        a.wo_a = mat(c.o_groups * c.o_lora_rank, H * Dh / c.o_groups);
+        a.wo_b = mat(D, c.o_groups * c.o_lora_rank);
+        const aff::AttentionKind kind = c.attention[l];
+        if (kind != aff::AttentionKind::sliding) {
+            a.has_compressor = true;
+            a.compressor = comp(c.compress_ratio[l], Dh, kind == aff::AttentionKind::csa);
+        }
+        if (kind == aff::AttentionKind::csa) {
+            a.has_indexer = true;
+            a.index_wq_b = mat(c.index_heads * c.index_head_dim, c.q_lora_rank);
+            a.index_weights = mat(c.index_heads, D);
+            a.index_compressor = comp(c.compress_ratio[l], c.index_head_dim, true);
+        }
+        aff::FfnWeights& f = L.ffn;
+        f.gate = mat(E, D);
+        if (c.hash_routed[l]) {
+            for (int t = 0; t < c.vocab_size; ++t) {
+                std::vector<int> ids;
+                while (int(ids.size()) < k) {
+                    const int e = pick(rng());
+                    if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+                }
+                f.tid2eid.insert(f.tid2eid.end(), ids.begin(), ids.end());
+            }
+        } else {
+            f.bias = normal(E, 0.0f, 0.1f);
+        }
+        f.has_shared = true;
+        f.shared_w1 = mat(I, D);
+        f.shared_w2 = mat(D, I);
+        f.shared_w3 = mat(I, D);
+        for (int e = 0; e < E; ++e) {
+            experts->at(l, e, aff::ExpertMatrix::w1) = mat(I, D);
+            experts->at(l, e, aff::ExpertMatrix::w2) = mat(D, I);
+            experts->at(l, e, aff::ExpertMatrix::w3) = mat(I, D);
+        }
+        w.layers.push_back(std::move(L));
+    }
+    w.experts = std::move(experts);
+    return std::make_unique<aff::Model>(c, std::move(w), pool);
+}
+
+// Runs `chunks` (summing to the prompt length) then kDecodeSteps greedy steps on both sides.
+void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoint* ck, int prompt_len,
+             const std::vector<int>& chunks, std::vector<Row>& rows) {
+    aff::gpu::GpuOptions opt;
+    aff::gpu::GpuModel gpu(cpu, ck, opt);
+    std::printf("forward %s: %s\n", name.c_str(), gpu.describe().c_str());
+    const int V = cpu.config().vocab_size;
+    std::uniform_int_distribution<int> tok(0, V - 1);
+    std::vector<std::int32_t> prompt(prompt_len);
+    for (auto& t : prompt) t = tok(rng());
+
+    aff::DecodeState cs = cpu.new_state();
+    aff::gpu::GpuDecodeState gs = gpu.new_state();
+    int mismatches = 0, positions = 0;
+    double min_gap = INFINITY;
+    std::vector<float> all_want, all_got;
+    auto record = [&](const std::vector<float>& w, const std::vector<float>& g) {
+        for (std::size_t r = 0; r * V < w.size(); ++r) {
+            const float* wr = &w[r * V];
+            mismatches += (g.size() != w.size() || argmax(wr, V) != argmax(&g[r * V], V)) ? 1 : 0;
+            std::vector<float> sorted(wr, wr + V);
+            std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
+            min_gap = std::min(min_gap, double(sorted[0]) - sorted[1]);
+            ++positions;
+        }
+        all_want.insert(all_want.end(), w.begin(), w.end());
+        all_got.insert(all_got.end(), g.begin(), g.end());
+    };
+    int at = 0;
+    std::vector<float> want;
+    for (const int n : chunks) {
+        const std::span<const std::int32_t> chunk(prompt.data() + at, n);
+        want = cpu.forward(cs, chunk, true);
+        record(want, gpu.forward(gs, chunk, true));
+        at += n;
+    }
+    std::int32_t next = argmax(&want[want.size() - V], V);
+    for (int step = 0; step < kDecodeSteps; ++step) {
+        const std::int32_t one[1] = {next};
+        want = cpu.forward(cs, one, false);
+        record(want, gpu.forward(gs, one, false));
+        next = argmax(want.data(), V);
+    }
+    double max_abs = all_got.size() == all_want.size() ? 0.0 : INFINITY;
+    for (std::size_t i = 0; i < all_want.size() && i < all_got.size(); ++i)
+        max_abs = std::max(max_abs, std::fabs(double(all_want[i]) - all_got[i]));
+    std::string split;
+    for (const int n : chunks) split += (split.empty() ? "" : "+") + std::to_string(n);
+    const std::string what = name + " prefill " + split + " + decode " + std::to_string(kDecodeSteps);
+    add(rows, "forward", what + ": logits nmse", nmse(all_got, all_want), kLogitsMaxNmse);
+    add(rows, "forward", what + ": max |logit diff|", max_abs, kLogitsMaxAbs);
+    add(rows, "forward", what + ": argmax mismatches of " + std::to_string(positions), mismatches, 0.0);
+    std::printf("forward %s: smallest top-2 logit gap on the CPU %.3e, max |diff| %.3e, nmse %.3e\n", what.c_str(),
+                min_gap, max_abs, nmse(all_got, all_want));
+}
+
+void check_fixture(const std::string& name, std::vector<Row>& rows) {
+    const std::string dir = test_data() + "/models/" + name;
+    const nlohmann::json oracle = nlohmann::json::parse(std::ifstream(dir + "/oracle.json"));
+    const int prompt_len = oracle.at("prompt_length").get<int>();
+    const std::vector<int> chunks = oracle.at("chunks").get<std::vector<int>>();
+    aff::ThreadPool pool(0);
+    auto cpu = aff::Model::load(dir, pool);
+    const aff::Checkpoint ck(dir);
+    compare(name, *cpu, &ck, prompt_len, {prompt_len}, rows);
+    compare(name, *cpu, &ck, prompt_len, chunks, rows);
+}
+
+}  // namespace
+
+AFF_DEVICE_TEST("forward") {
+    for (const char* name : {"tiny-a", "tiny-a-fp8", "tiny-b", "tiny-c"}) {
+        try {
+            check_fixture(name, rows);
+        } catch (const std::exception& e) {
+            rows.push_back({"forward", std::string(name) + " threw: " + e.what(), INFINITY, 0.0, false});
+        }
+    }
+    try {
+        aff::ThreadPool pool(0);
+        auto cpu = synthetic_model(pool);
+        compare("synthetic §8.1", *cpu, nullptr, 70, {70}, rows);
+        compare("synthetic §8.1", *cpu, nullptr, 70, {23, 47}, rows);
+    } catch (const std::exception& e) {
+        rows.push_back({"forward", std::string("synthetic §8.1 threw: ") + e.what(), INFINITY, 0.0, false});
+    }
+    // A cap below the model's size: the error names the missing MiB.
+    const std::string dir = test_data() + "/models/tiny-a";
+    aff::ThreadPool pool(1);
+    auto cpu = aff::Model::load(dir, pool);
+    aff::gpu::GpuOptions opt;
+    opt.memory_cap_bytes = 1;  // 1 byte
+    double missing_error = 1.0;
+    try {
+        aff::gpu::GpuModel gpu(*cpu, nullptr, opt);
+    } catch (const aff::Error& e) {
+        const std::string m = e.what();
+        if (e.kind() == aff::ErrorKind::device && m.find("MiB missing") != std::string::npos) missing_error = 0.0;
+        std::printf("forward: with a 1-byte cap: %s\n", m.c_str());
+    }
+    add(rows, "forward", "a cap below the model's size names the missing MiB", missing_error, 0.0);
+}
