@@ -9,6 +9,7 @@
 #include "aff/model/forward.hpp"
 #include "aff/runtime/generate.hpp"
 #include "aff/runtime/logits_file.hpp"
+#include "aff/runtime/model_tokenizer.hpp"
 #include "aff/runtime/sampler.hpp"
 #include "aff/runtime/token_list.hpp"
 #include "aff/tokenizer/tokenizer.hpp"
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
     bool no_echo = false, dump_tokens = false;
     std::size_t dump_logits = 0;
     app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors)")->required();
-    app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (default: the model directory's, if any)");
+    app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (default: the model directory's, or the container's own)");
     auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text");
     auto* f_opt = app.add_option("--prompt-file", prompt_file, "read the prompt text from a file");
     auto* t_opt = app.add_option("--tokens", tokens_text, "prompt as token ids, e.g. 0,17,42");
@@ -82,11 +84,7 @@ int main(int argc, char** argv) {
                                    model_path);
         if (prompt.empty() && prompt_file.empty() && tokens_text.empty())
             aff::throw_usage("give a prompt: -p TEXT, --prompt-file FILE or --tokens IDS");
-        if (tokenizer_path.empty() && fs::exists(fs::path(model_path) / "tokenizer.json"))
-            tokenizer_path = (fs::path(model_path) / "tokenizer.json").string();
-        std::unique_ptr<aff::tokenizer::Tokenizer> tok;
-        if (!tokenizer_path.empty())
-            tok = std::make_unique<aff::tokenizer::Tokenizer>(aff::tokenizer::Tokenizer::from_json_file(tokenizer_path));
+        const std::optional<aff::tokenizer::Tokenizer> tok = aff::load_model_tokenizer(model_path, tokenizer_path);
         aff::ThreadPool pool(threads);
         auto model = aff::Model::load(model_path, pool, fwd);
         if (!prompt_file.empty()) prompt = read_text_file(prompt_file);

@@ -4,12 +4,14 @@
 #include "aff/core/error.hpp"
 #include "aff/core/units.hpp"
 #include "aff/serve/http_server.hpp"
+#include "aff/serve/model_engine.hpp"
 #include "aff/serve/service.hpp"
 #include "aff/serve/test_engine.hpp"
 #include "aff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -20,7 +22,7 @@
 
 int main(int argc, char** argv) {
     CLI::App app{"Serve a model over an OpenAI-compatible HTTP API.", "aff-serve"};
-    std::string model_path;
+    aff::serve::ModelEngineOptions engine;
     bool test_engine = false;
     int test_delay_ms = 0;
     int test_load_ms = 0;
@@ -29,7 +31,9 @@ int main(int argc, char** argv) {
     std::string max_body = "16MiB";
     int timeout_s = 30;
     std::size_t ctx_size = 0;
-    app.add_option("-m,--model", model_path, "checkpoint directory or .aff container to serve");
+    app.add_option("-m,--model", engine.model_path, "checkpoint directory or .aff container to serve");
+    app.add_option("--tokenizer", engine.tokenizer_path,
+                   "tokenizer.json (default: the checkpoint directory's, or the container's own)");
     app.add_flag("--test-engine", test_engine,
                  "serve the scripted test engine instead of a model (for testing clients; not a language model)");
     app.add_option("--test-engine-delay-ms", test_delay_ms, "with --test-engine: sleep this long per generated token")
@@ -55,14 +59,13 @@ int main(int argc, char** argv) {
     app.add_option("--timeout-s", timeout_s, "seconds a client may take to send a request or to take output")
         ->check(CLI::Range(1, 3600))->default_str("30");
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
+    std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
-        if (test_engine == !model_path.empty())
+        if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
-        if (!model_path.empty())
-            aff::throw_unsupported("serving a model is not implemented yet (the model loader has not landed); "
-                                   "only --test-engine works in this build", model_path);
+        engine.threads = threads;
         service.ctx_size = ctx_size;
         http.limits.max_body_bytes = std::size_t(aff::parse_size(max_body));
         http.request_timeout_ms = timeout_s * 1000;
@@ -76,9 +79,21 @@ int main(int argc, char** argv) {
         std::exception_ptr load_error;
         std::thread loader([&] {
             try {
-                std::this_thread::sleep_for(std::chrono::milliseconds(test_load_ms));
-                svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
-                if (!common.quiet) std::fprintf(stderr, "aff-serve: ready (scripted test engine, not a model)\n");
+                if (test_engine) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(test_load_ms));
+                    svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
+                    if (!common.quiet) std::fprintf(stderr, "aff-serve: ready (scripted test engine, not a model)\n");
+                } else {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    auto model = aff::serve::ModelEngine::load(engine);
+                    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    const std::size_t ctx = ctx_size ? std::min(ctx_size, model->context_size()) : model->context_size();
+                    const std::string id = model->model_id();
+                    svc.set_engine(std::move(model));
+                    if (!common.quiet)
+                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens, CPU reference path)\n",
+                                     id.c_str(), s, ctx);
+                }
             } catch (...) {
                 load_error = std::current_exception();
                 server.stop();

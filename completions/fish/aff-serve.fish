@@ -1,6 +1,8 @@
 # fish completion for aff-serve
 complete -c aff-serve -s h -l help -d 'print help'
 complete -c aff-serve -s m -l model -r -F -d 'checkpoint directory or .aff container'
+complete -c aff-serve -l tokenizer -r -F -d 'tokenizer.json of the model'
+complete -c aff-serve -s t -l threads -x -d 'worker threads (0 = one per hardware thread)'
 complete -c aff-serve -l test-engine -d 'serve the scripted test engine (not a model)'
 complete -c aff-serve -l test-engine-delay-ms -x -d 'test engine: ms per token'
 complete -c aff-serve -l test-engine-load-ms -x -d 'test engine: ms to load'

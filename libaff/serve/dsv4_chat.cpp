@@ -2,8 +2,6 @@
 // dsv4_chat.hpp).
 #include "aff/serve/dsv4_chat.hpp"
 
-#include "aff/tokenizer/chat.hpp"
-
 namespace aff::serve {
 namespace {
 
@@ -31,7 +29,7 @@ private:
 
 }  // namespace
 
-std::string render_dsv4_prompt(const ChatPrompt& prompt) {
+std::vector<chat::PromptPiece> render_dsv4_pieces(const ChatPrompt& prompt) {
     std::vector<chat::Message> messages;
     messages.reserve(prompt.messages.size());
     for (const auto& m : prompt.messages) {
@@ -47,7 +45,13 @@ std::string render_dsv4_prompt(const ChatPrompt& prompt) {
     options.mode = prompt.thinking ? chat::ThinkingMode::thinking : chat::ThinkingMode::chat;
     options.effort = prompt.reasoning_effort == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
     const nlohmann::ordered_json tools = prompt.tools.empty() ? nlohmann::ordered_json(nullptr) : prompt.tools;
-    return chat::render_prompt(messages, tools, options);
+    return chat::render_prompt_pieces(messages, tools, options);
+}
+
+std::string render_dsv4_prompt(const ChatPrompt& prompt) {
+    std::string text;
+    for (const chat::PromptPiece& p : render_dsv4_pieces(prompt)) text += p.text;
+    return text;
 }
 
 std::unique_ptr<ChatOutputParser> make_dsv4_parser(bool thinking) { return std::make_unique<Dsv4ChatParser>(thinking); }

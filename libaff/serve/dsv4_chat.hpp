@@ -7,14 +7,19 @@
 #pragma once
 
 #include "aff/serve/engine.hpp"
+#include "aff/tokenizer/chat.hpp"
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace aff::serve {
 
 // Throws aff::Error (usage) naming the message the encoder cannot render.
 std::string render_dsv4_prompt(const ChatPrompt& prompt);
+// The same prompt as template markup and request text (an engine with a real tokenizer
+// encodes it with Tokenizer::encode_pieces so the client's words stay plain text).
+std::vector<chat::PromptPiece> render_dsv4_pieces(const ChatPrompt& prompt);
 
 // A ChatOutputParser for a V4 reply; `thinking` as the prompt was rendered. A tool
 // call comes out whole (begin, all arguments, end) once its invoke block has closed,

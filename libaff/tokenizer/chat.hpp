@@ -2,8 +2,10 @@
 // the prompt text the model was trained on, and generated text parsed back into
 // reasoning, content and tool calls, whole or while streaming. The rules and strings are
 // those of DeepSeek's reference encoder encoding_dsv4.py, checked against its output in
-// tests/data/chat/. Turning the prompt into ids is Tokenizer::encode's job (with
-// parse_special = true, as the reference pipeline does).
+// tests/data/chat/. Turning the prompt into ids is Tokenizer::encode_pieces's job: the
+// reference pipeline encodes the whole prompt with special-token parsing, which lets a
+// user's text forge turn markers; encoding the pieces keeps that text plain and gives the
+// reference's ids for every prompt whose messages spell no special token.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,6 +47,15 @@ struct RenderOptions {
     bool add_bos = true;        // false when continuing an already-encoded context
 };
 
+// A run of the rendered prompt: written by the template (markup: BOS, turn markers,
+// think tags, DSML, the tools preamble) or taken from the request (text: message
+// content, reasoning, tool names, arguments and schemas, response formats).
+struct PromptPiece {
+    std::string text;
+    bool markup;
+    bool operator==(const PromptPiece&) const = default;
+};
+
 // Renders `messages`. Request-level `tools` (an OpenAI tool list, or null) and
 // `response_format` (or null) are attached to the first system message, or to an empty
 // system message inserted in front when there is none; messages that carry their own
@@ -53,6 +64,11 @@ struct RenderOptions {
 std::string render_prompt(const std::vector<Message>& messages, const nlohmann::ordered_json& tools,
                           const RenderOptions& options,
                           const nlohmann::ordered_json& response_format = nullptr);
+// The same prompt as pieces (their concatenation is render_prompt's string); adjacent
+// pieces differ in kind and none is empty.
+std::vector<PromptPiece> render_prompt_pieces(const std::vector<Message>& messages, const nlohmann::ordered_json& tools,
+                                              const RenderOptions& options,
+                                              const nlohmann::ordered_json& response_format = nullptr);
 
 // Reads an OpenAI "messages" array. Content may be a string, null, or a list of
 // {"type": "text"} parts (joined by "\n\n" for tool results, as the reference does,

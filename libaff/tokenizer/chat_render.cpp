@@ -3,7 +3,10 @@
 // consecutive user and tool messages merge into one user turn (blocks joined by "\n\n"),
 // tool results are reordered to the order of the calls that asked for them, and in
 // thinking mode (unless some message carries tools) developer messages before the last
-// user message disappear and earlier assistant turns lose their reasoning.
+// user message disappear and earlier assistant turns lose their reasoning. The prompt is
+// built as pieces that say whether the template wrote them (markup) or a message or tool
+// schema did (text), so that encoding can keep the client's words from becoming special
+// tokens.
 #include "aff/core/error.hpp"
 #include "aff/tokenizer/chat.hpp"
 #include "aff/tokenizer/dsv4_strings.hpp"
@@ -17,6 +20,25 @@ namespace aff::chat {
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
+// The prompt under construction; adjacent pieces of the same kind are joined.
+class Pieces {
+public:
+    void markup(std::string_view s) { add(s, true); }
+    void text(std::string_view s) { add(s, false); }
+    void append(const Pieces& other) {
+        for (const PromptPiece& p : other.list_) add(p.text, p.markup);
+    }
+    std::vector<PromptPiece> take() { return std::move(list_); }
+
+private:
+    void add(std::string_view s, bool markup) {
+        if (s.empty()) return;
+        if (!list_.empty() && list_.back().markup == markup) list_.back().text += s;
+        else list_.push_back({std::string(s), markup});
+    }
+    std::vector<PromptPiece> list_;
+};
 
 struct Block {
     bool tool_result;
@@ -32,22 +54,22 @@ struct Turn {
     bool has_blocks = false;
 };
 
-std::string render_tools(const ojson& tools, const std::string& where) {
-    std::string schemas;
+void render_tools(const ojson& tools, const std::string& where, Pieces& out) {
+    out.markup(dsv4::tools_head);
     for (std::size_t i = 0; i < tools.size(); ++i) {
         const ojson& t = tools[i];
         if (!t.is_object() || !t.contains("function"))
             throw_usage(where + ".tools[" + std::to_string(i) + "]: expected {\"type\": \"function\", \"function\": {...}}");
-        if (i) schemas += '\n';
-        schemas += aff::tokenizer::py_json_dumps(t["function"]);
+        if (i) out.markup("\n");
+        out.text(aff::tokenizer::py_json_dumps(t["function"]));
     }
-    return std::string(dsv4::tools_head) + schemas + std::string(dsv4::tools_tail);
+    out.markup(dsv4::tools_tail);
 }
 
 // The reference reads the arguments as JSON and writes each top-level member as one
 // parameter: strings raw with string="true", anything else as JSON with string="false".
 // Arguments that are not a JSON object become one string parameter named "arguments".
-std::string render_arguments(const ToolCall& call) {
+void render_arguments(const ToolCall& call, Pieces& out) {
     ojson args;
     try {
         args = ojson::parse(call.arguments_json);
@@ -55,33 +77,31 @@ std::string render_arguments(const ToolCall& call) {
         args = nullptr;
     }
     if (!args.is_object()) args = ojson{{"arguments", call.arguments_json}};
-    std::string out;
     bool first = true;
     for (const auto& [key, value] : args.items()) {
-        if (!first) out += '\n';
+        if (!first) out.markup("\n");
         first = false;
         bool is_string = value.is_string();
-        out += "<";
-        out += dsv4::dsml;
-        out += "parameter name=\"" + key + "\" string=\"" + (is_string ? "true" : "false") + "\">";
-        out += is_string ? value.get<std::string>() : aff::tokenizer::py_json_dumps(value);
-        out += "</";
-        out += dsv4::dsml;
-        out += "parameter>";
+        out.markup("<" + std::string(dsv4::dsml) + "parameter name=\"");
+        out.text(key);
+        out.markup(std::string("\" string=\"") + (is_string ? "true" : "false") + "\">");
+        out.text(is_string ? value.get<std::string>() : aff::tokenizer::py_json_dumps(value));
+        out.markup("</" + std::string(dsv4::dsml) + "parameter>");
     }
-    return out;
 }
 
-std::string render_tool_calls(const std::vector<ToolCall>& calls) {
-    std::string inner;
+void render_tool_calls(const std::vector<ToolCall>& calls, Pieces& out) {
+    const std::string dsml(dsv4::dsml);
+    out.markup("\n\n<" + dsml + "tool_calls>\n");
     for (std::size_t i = 0; i < calls.size(); ++i) {
-        if (i) inner += '\n';
-        inner += "<" + std::string(dsv4::dsml) + "invoke name=\"" + calls[i].name + "\">\n";
-        inner += render_arguments(calls[i]);
-        inner += "\n</" + std::string(dsv4::dsml) + "invoke>";
+        if (i) out.markup("\n");
+        out.markup("<" + dsml + "invoke name=\"");
+        out.text(calls[i].name);
+        out.markup("\">\n");
+        render_arguments(calls[i], out);
+        out.markup("\n</" + dsml + "invoke>");
     }
-    return "\n\n<" + std::string(dsv4::dsml) + "tool_calls>\n" + inner + "\n</" + std::string(dsv4::dsml) +
-           "tool_calls>";
+    out.markup("\n</" + dsml + "tool_calls>");
 }
 
 std::vector<Turn> merge_tool_messages(const std::vector<Message>& messages) {
@@ -152,44 +172,54 @@ std::vector<Turn> drop_thinking_turns(const std::vector<Turn>& turns) {
     return kept;
 }
 
-std::string system_extras(const Message& m, const std::string& where) {
-    std::string out;
-    if (!m.tools.is_null() && !m.tools.empty()) out += "\n\n" + render_tools(m.tools, where);
-    if (!m.response_format.is_null())
-        out += "\n\n" + std::string(dsv4::response_format_head) + aff::tokenizer::py_json_dumps(m.response_format);
-    return out;
+void system_extras(const Message& m, const std::string& where, Pieces& out) {
+    if (!m.tools.is_null() && !m.tools.empty()) {
+        out.markup("\n\n");
+        render_tools(m.tools, where, out);
+    }
+    if (!m.response_format.is_null()) {
+        out.markup("\n\n" + std::string(dsv4::response_format_head));
+        out.text(aff::tokenizer::py_json_dumps(m.response_format));
+    }
 }
 
-std::string render_turn(std::size_t index, const std::vector<Turn>& turns, const RenderOptions& opt, bool drop) {
+Pieces render_turn(std::size_t index, const std::vector<Turn>& turns, const RenderOptions& opt, bool drop) {
     const Turn& t = turns[index];
     const Message& m = *t.source;
     const bool thinking = opt.mode == ThinkingMode::thinking;
     const std::ptrdiff_t last_user = last_user_index(turns);
     const std::string where = "message with role " + t.role;
-    std::string out;
-    if (index == 0 && thinking && opt.effort == ReasoningEffort::max) out += dsv4::reasoning_effort_max;
+    Pieces out;
+    if (index == 0 && thinking && opt.effort == ReasoningEffort::max) out.markup(dsv4::reasoning_effort_max);
 
     if (t.role == "system") {
-        out += m.content + system_extras(m, where);
+        out.text(m.content);
+        system_extras(m, where, out);
     } else if (t.role == "developer") {
         if (m.content.empty()) throw_usage("developer message with empty content");
-        out += std::string(dsv4::user) + m.content + system_extras(m, where);
+        out.markup(dsv4::user);
+        out.text(m.content);
+        system_extras(m, where, out);
     } else if (t.role == "user") {
-        out += dsv4::user;
+        out.markup(dsv4::user);
         for (std::size_t i = 0; i < t.blocks.size(); ++i) {
-            if (i) out += "\n\n";
+            if (i) out.markup("\n\n");
             const Block& b = t.blocks[i];
-            if (b.tool_result) out += std::string(dsv4::tool_result_open) + b.text + std::string(dsv4::tool_result_close);
-            else out += b.text;
+            if (b.tool_result) out.markup(dsv4::tool_result_open);
+            out.text(b.text);
+            if (b.tool_result) out.markup(dsv4::tool_result_close);
         }
     } else if (t.role == "latest_reminder") {
-        out += std::string(dsv4::latest_reminder) + m.content;
+        out.markup(dsv4::latest_reminder);
+        out.text(m.content);
     } else if (t.role == "assistant") {
-        if (thinking && (!drop || std::ptrdiff_t(index) > last_user))
-            out += m.reasoning + std::string(dsv4::think_end);
-        out += m.content;
-        if (!m.tool_calls.empty()) out += render_tool_calls(m.tool_calls);
-        if (!m.without_eos) out += dsv4::eos;
+        if (thinking && (!drop || std::ptrdiff_t(index) > last_user)) {
+            out.text(m.reasoning);
+            out.markup(dsv4::think_end);
+        }
+        out.text(m.content);
+        if (!m.tool_calls.empty()) render_tool_calls(m.tool_calls, out);
+        if (!m.without_eos) out.markup(dsv4::eos);
     } else {
         throw_usage("unknown message role \"" + t.role + "\"");
     }
@@ -197,17 +227,17 @@ std::string render_turn(std::size_t index, const std::vector<Turn>& turns, const
     if (index + 1 < turns.size() && turns[index + 1].role != "assistant" && turns[index + 1].role != "latest_reminder")
         return out;
     if (t.role == "user" || t.role == "developer") {
-        out += dsv4::assistant;
+        out.markup(dsv4::assistant);
         bool open_thinking = thinking && (!drop || std::ptrdiff_t(index) >= last_user);
-        out += open_thinking ? dsv4::think_start : dsv4::think_end;
+        out.markup(open_thinking ? dsv4::think_start : dsv4::think_end);
     }
     return out;
 }
 
 }  // namespace
 
-std::string render_prompt(const std::vector<Message>& input, const ojson& tools, const RenderOptions& opt,
-                          const ojson& response_format) {
+std::vector<PromptPiece> render_prompt_pieces(const std::vector<Message>& input, const ojson& tools,
+                                              const RenderOptions& opt, const ojson& response_format) {
     std::vector<Message> messages = input;
     for (std::size_t i = 0; i < messages.size(); ++i) {
         const std::string& r = messages[i].role;
@@ -243,15 +273,23 @@ std::string render_prompt(const std::vector<Message>& input, const ojson& tools,
         if (!m.tools.is_null() && !m.tools.empty()) drop = false;
     if (opt.mode == ThinkingMode::thinking && drop) turns = drop_thinking_turns(turns);
 
-    std::string prompt = opt.add_bos ? std::string(dsv4::bos) : std::string();
+    Pieces prompt;
+    if (opt.add_bos) prompt.markup(dsv4::bos);
     for (std::size_t i = 0; i < turns.size(); ++i) {
         try {
-            prompt += render_turn(i, turns, opt, drop);
+            prompt.append(render_turn(i, turns, opt, drop));
         } catch (Error& e) {
             e.add_context("turn " + std::to_string(i));
             throw;
         }
     }
+    return prompt.take();
+}
+
+std::string render_prompt(const std::vector<Message>& messages, const ojson& tools, const RenderOptions& opt,
+                          const ojson& response_format) {
+    std::string prompt;
+    for (const PromptPiece& p : render_prompt_pieces(messages, tools, opt, response_format)) prompt += p.text;
     return prompt;
 }
 

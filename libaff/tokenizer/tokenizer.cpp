@@ -52,9 +52,14 @@ struct Tokenizer::Impl {
     mutable std::mutex cache_mutex;
     mutable std::unordered_map<std::string, std::vector<TokenId>, StringHash, std::equal_to<>> cache;
 
+    // Byte ranges [first, second) of a text where added tokens may be recognised.
+    using SpecialRanges = std::span<const std::pair<std::size_t, std::size_t>>;
+
     void split_and_merge(std::size_t level, std::string_view piece, std::vector<TokenId>& out) const;
     void merge_word(std::string_view word, std::vector<TokenId>& out) const;
-    void encode_gap(std::string_view gap, std::vector<TokenId>& out) const;
+    void encode_gap(std::string_view text, std::size_t from, std::size_t to, SpecialRanges ranges,
+                    std::vector<TokenId>& out) const;
+    void encode_with_ranges(std::string_view text, SpecialRanges ranges, std::vector<TokenId>& out) const;
     void check_id(TokenId id) const;
 };
 
@@ -377,15 +382,45 @@ void Tokenizer::Impl::split_and_merge(std::size_t level, std::string_view piece,
     if (pos < piece.size()) split_and_merge(level + 1, piece.substr(pos), out);
 }
 
-void Tokenizer::Impl::encode_gap(std::string_view gap, std::vector<TokenId>& out) const {
-    std::size_t pos = 0, b, e;
+namespace {
+
+// The leftmost-longest match of `m` at or after `from` that lies wholly inside [from, to)
+// and inside one of `ranges` (sorted, disjoint).
+bool find_in_ranges(const AddedTokenMatcher& m, std::string_view text, std::size_t from, std::size_t to,
+                    Tokenizer::Impl::SpecialRanges ranges, std::size_t& b, std::size_t& e, TokenId& id) {
+    if (m.empty()) return false;
+    for (const auto& [rb, re] : ranges) {
+        if (re <= from) continue;
+        if (rb >= to) break;
+        if (m.find(text.substr(0, std::min(to, re)), std::max(from, rb), b, e, id)) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+// Text between two raw added tokens: normalised added tokens split it (second pass).
+void Tokenizer::Impl::encode_gap(std::string_view text, std::size_t from, std::size_t to, SpecialRanges ranges,
+                                 std::vector<TokenId>& out) const {
+    std::size_t pos = from, b, e;
     TokenId id;
-    while (pos < gap.size() && normalized_tokens.find(gap, pos, b, e, id)) {
-        split_and_merge(0, gap.substr(pos, b - pos), out);
+    while (pos < to && find_in_ranges(normalized_tokens, text, pos, to, ranges, b, e, id)) {
+        split_and_merge(0, text.substr(pos, b - pos), out);
         out.push_back(id);
         pos = e;
     }
-    split_and_merge(0, gap.substr(pos), out);
+    split_and_merge(0, text.substr(pos, to - pos), out);
+}
+
+void Tokenizer::Impl::encode_with_ranges(std::string_view text, SpecialRanges ranges, std::vector<TokenId>& out) const {
+    std::size_t pos = 0, b, e;
+    TokenId id;
+    while (pos < text.size() && find_in_ranges(raw_tokens, text, pos, text.size(), ranges, b, e, id)) {
+        encode_gap(text, pos, b, ranges, out);
+        out.push_back(id);
+        pos = e;
+    }
+    encode_gap(text, pos, text.size(), ranges, out);
 }
 
 void Tokenizer::encode_into(std::string_view text, std::vector<TokenId>& out, bool parse_special) const {
@@ -394,19 +429,25 @@ void Tokenizer::encode_into(std::string_view text, std::vector<TokenId>& out, bo
         repaired = utf8_lossy(text);
         text = repaired;
     }
-    const Impl& impl = *impl_;
-    if (!parse_special) {
-        impl.split_and_merge(0, text, out);
-        return;
+    const std::pair<std::size_t, std::size_t> whole{0, text.size()};
+    impl_->encode_with_ranges(text, parse_special ? Impl::SpecialRanges(&whole, 1) : Impl::SpecialRanges(), out);
+}
+
+std::vector<TokenId> Tokenizer::encode_pieces(std::span<const Piece> pieces) const {
+    std::string text;
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    for (const Piece& p : pieces) {
+        const std::size_t begin = text.size();
+        if (utf8_valid(p.text)) text += p.text;
+        else text += utf8_lossy(p.text);
+        if (!p.parse_special || text.size() == begin) continue;
+        if (!ranges.empty() && ranges.back().second == begin) ranges.back().second = text.size();
+        else ranges.emplace_back(begin, text.size());
     }
-    std::size_t pos = 0, b, e;
-    TokenId id;
-    while (pos < text.size() && impl.raw_tokens.find(text, pos, b, e, id)) {
-        impl.encode_gap(text.substr(pos, b - pos), out);
-        out.push_back(id);
-        pos = e;
-    }
-    impl.encode_gap(text.substr(pos), out);
+    std::vector<TokenId> ids;
+    ids.reserve(text.size() / 3 + 4);
+    impl_->encode_with_ranges(text, ranges, ids);
+    return ids;
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool parse_special) const {

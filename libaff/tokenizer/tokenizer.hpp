@@ -51,6 +51,19 @@ public:
     std::vector<TokenId> encode(std::string_view text, bool parse_special = true) const;
     void encode_into(std::string_view text, std::vector<TokenId>& out, bool parse_special = true) const;
 
+    // Encodes the concatenation of `pieces` as one text (the split regexes and BPE see
+    // across piece boundaries, so the ids equal encode(concatenation) whenever no
+    // parse_special = false piece spells an added token), except that an added token is
+    // recognised only where it lies wholly inside a piece with parse_special. This is
+    // how a chat prompt is encoded: the template's markup may be special tokens, the
+    // words of users and tools never are (someone who types "<｜User｜>" gets those
+    // characters, not a turn marker). Each piece is repaired as encode() repairs text.
+    struct Piece {
+        std::string_view text;
+        bool parse_special;
+    };
+    std::vector<TokenId> encode_pieces(std::span<const Piece> pieces) const;
+
     // Concatenated token bytes, then ill-formed UTF-8 replaced by U+FFFD (Hugging Face's
     // ByteLevel decoder). skip_special drops tokens whose "special" flag is set.
     std::string decode(std::span<const TokenId> ids, bool skip_special = false) const;

@@ -18,9 +18,11 @@ export async function startServer(args) {
     proc.on('exit', (code) => reject(new Error(`aff-serve exited with ${code}:\n${log}`)));
   });
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
+  // Ready when /health says so (a model takes a moment to load).
+  for (const t0 = Date.now(); ;) {
     const r = await fetch(`${base}/health`).catch(() => null);
     if (r && r.status === 200) break;
+    if (proc.exitCode !== null || Date.now() - t0 > 60000) throw new Error('aff-serve never became ready:\n' + log);
     await new Promise((r) => setTimeout(r, 25));
   }
   return {

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -103,6 +104,43 @@ TEST_CASE("render_prompt gives the reference encoder's prompt for every golden c
     CHECK(with_tools >= 8);
     CHECK(thinking >= 15);
     CHECK(max_effort >= 3);
+}
+
+TEST_CASE("render_prompt_pieces splits every golden prompt into markup and the messages' own text", "[tokenizer]") {
+    ojson cases = load("render_cases.json");
+    std::size_t checked = 0;
+    for (const ojson& c : cases) {
+        INFO(c["name"].get<std::string>());
+        std::vector<chat::Message> messages = chat::messages_from_openai(c["messages"]);
+        for (std::size_t i = 0; i < messages.size(); ++i) messages[i].without_eos = c["messages"][i].value("wo_eos", false);
+        chat::RenderOptions opt;
+        opt.mode = mode_of(c);
+        opt.effort = c["reasoning_effort"] == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
+        opt.drop_thinking = c["drop_thinking"].get<bool>();
+        opt.add_bos = c["add_bos"].get<bool>();
+        const auto pieces = chat::render_prompt_pieces(messages, c["tools"], opt, c["response_format"]);
+        std::string joined;
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+            CHECK(!pieces[i].text.empty());
+            if (i) CHECK(pieces[i].markup != pieces[i - 1].markup);
+            joined += pieces[i].text;
+        }
+        CHECK(joined == chat::render_prompt(messages, c["tools"], opt, c["response_format"]));
+        // Every message's content, and every tool name and string argument, lies inside a text piece.
+        auto in_text = [&](const std::string& s) {
+            return std::any_of(pieces.begin(), pieces.end(),
+                               [&](const chat::PromptPiece& p) { return !p.markup && p.text.find(s) != std::string::npos; });
+        };
+        for (const chat::Message& m : messages) {
+            if (!m.content.empty() && joined.find(m.content) != std::string::npos) {
+                CHECK(in_text(m.content));
+                ++checked;
+            }
+            for (const chat::ToolCall& t : m.tool_calls) CHECK(in_text(t.name));
+        }
+        if (opt.add_bos) CHECK((pieces.front().markup && pieces.front().text.rfind("<｜begin▁of▁sentence｜>", 0) == 0));
+    }
+    CHECK(checked >= 50);
 }
 
 TEST_CASE("parse_completion gives the reference parser's result on well-formed output", "[tokenizer]") {

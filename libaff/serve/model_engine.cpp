@@ -1,0 +1,121 @@
+// The model-backed Engine (see model_engine.hpp).
+#include "aff/serve/model_engine.hpp"
+
+#include "aff/core/error.hpp"
+#include "aff/runtime/model_tokenizer.hpp"
+#include "aff/serve/dsv4_chat.hpp"
+#include "aff/tokenizer/dsv4_strings.hpp"
+
+#include <filesystem>
+#include <limits>
+
+namespace aff::serve {
+namespace {
+
+class TokenizerTextStream final : public TokenTextStream {
+public:
+    explicit TokenizerTextStream(const tokenizer::Tokenizer& tok) : decoder_(tok) {}
+    std::string push(std::int32_t token) override { return decoder_.push(token); }
+    std::string finish() override { return decoder_.finish(); }
+
+private:
+    tokenizer::StreamDecoder decoder_;
+};
+
+// "DeepSeek-V4-Flash" for .../DeepSeek-V4-Flash/ or .../DeepSeek-V4-Flash.aff.
+std::string id_from_path(const std::string& path) {
+    std::filesystem::path p(path);
+    if (p.filename().empty()) p = p.parent_path();
+    std::string id = std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
+    return id.empty() ? std::string("model") : id;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options) {
+    if (!std::filesystem::exists(options.model_path)) throw_io("no such file or directory", options.model_path);
+    std::optional<tokenizer::Tokenizer> tok = load_model_tokenizer(options.model_path, options.tokenizer_path);
+    if (!tok)
+        throw Error(ErrorKind::usage,
+                    "no tokenizer for this model: give --tokenizer FILE, or put tokenizer.json in the checkpoint "
+                    "directory",
+                    options.model_path);
+    auto pool = std::make_unique<ThreadPool>(options.threads);
+    auto model = Model::load(options.model_path, *pool, options.forward);
+    return std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(*tok),
+                                         id_from_path(options.model_path));
+}
+
+ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, tokenizer::Tokenizer tok,
+                         std::string model_id)
+    : pool_(std::move(pool)), model_(std::move(model)), tokenizer_(std::move(tok)), model_id_(std::move(model_id)) {
+    const std::size_t V = vocab_size();
+    if (tokenizer_.id_limit() > V)
+        throw_format("the tokenizer has ids up to " + std::to_string(tokenizer_.id_limit() - 1) +
+                     " but the model's vocabulary has " + std::to_string(V) + " (a tokenizer of another model?)");
+    end_tokens_.assign(V, false);
+    has_text_.assign(V, false);
+    for (std::size_t id = 0; id < V; ++id) has_text_[id] = tokenizer_.contains(tokenizer::TokenId(id));
+    for (int id : model_->config().eos_token_ids)
+        if (id >= 0 && std::size_t(id) < V) end_tokens_[std::size_t(id)] = true;
+    if (auto eos = tokenizer_.token_to_id(chat::dsv4::eos)) end_tokens_[std::size_t(*eos)] = true;
+    state_ = model_->new_state();
+}
+
+std::size_t ModelEngine::context_size() const {
+    return std::size_t(std::max<std::int64_t>(0, model_->config().max_position_embeddings));
+}
+
+std::size_t ModelEngine::vocab_size() const { return std::size_t(model_->config().vocab_size); }
+
+std::vector<std::int32_t> ModelEngine::render_chat(const ChatPrompt& prompt) const {
+    const std::vector<chat::PromptPiece> pieces = render_dsv4_pieces(prompt);
+    std::vector<tokenizer::Tokenizer::Piece> views;
+    views.reserve(pieces.size());
+    for (const chat::PromptPiece& p : pieces) views.push_back({p.text, p.markup});
+    const auto ids = tokenizer_.encode_pieces(views);
+    return {ids.begin(), ids.end()};
+}
+
+std::vector<std::int32_t> ModelEngine::tokenize(std::string_view text, bool add_bos) const {
+    std::vector<std::int32_t> out;
+    if (add_bos) out.push_back(model_->config().bos_token_id);
+    for (tokenizer::TokenId id : tokenizer_.encode(text, true)) out.push_back(std::int32_t(id));
+    return out;
+}
+
+std::string ModelEngine::token_text(std::int32_t token) const {
+    if (!tokenizer_.contains(token)) return {};
+    return std::string(tokenizer_.token_bytes(token));
+}
+
+std::unique_ptr<TokenTextStream> ModelEngine::text_stream() const {
+    return std::make_unique<TokenizerTextStream>(tokenizer_);
+}
+
+std::unique_ptr<ChatOutputParser> ModelEngine::chat_parser(const ChatPrompt& prompt) const {
+    return make_dsv4_parser(prompt.thinking);
+}
+
+bool ModelEngine::is_end_token(std::int32_t token) const {
+    return token >= 0 && std::size_t(token) < end_tokens_.size() && end_tokens_[std::size_t(token)];
+}
+
+std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens) {
+    state_ = model_->new_state();
+    logits_ = model_->forward(state_, tokens, false);
+    return finish_logits();
+}
+
+std::span<const float> ModelEngine::decode(std::int32_t token) {
+    logits_ = model_->forward(state_, std::span<const std::int32_t>(&token, 1), false);
+    return finish_logits();
+}
+
+std::span<const float> ModelEngine::finish_logits() {
+    for (std::size_t id = 0; id < logits_.size(); ++id)
+        if (!has_text_[id]) logits_[id] = -std::numeric_limits<float>::infinity();
+    return logits_;
+}
+
+}  // namespace aff::serve

@@ -1,0 +1,69 @@
+// The Engine over a real DeepSeek-V4 model: the CPU reference forward
+// (libaff/model/forward.hpp) with one DecodeState for the sequence in flight, and the
+// model's own tokenizer. Chats are rendered by the V4 encoding the scripted test engine
+// also uses (dsv4_chat.hpp) and encoded with the template's markup as special tokens and
+// the request's words as plain text, so a user cannot forge a turn marker. The GPU
+// forward will be a sibling of this class behind the same interface.
+#pragma once
+
+#include "aff/core/thread_pool.hpp"
+#include "aff/model/forward.hpp"
+#include "aff/serve/engine.hpp"
+#include "aff/tokenizer/tokenizer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aff::serve {
+
+struct ModelEngineOptions {
+    std::string model_path;      // checkpoint directory or .aff container (Model::load)
+    std::string tokenizer_path;  // empty: the model's own (runtime/model_tokenizer.hpp)
+    std::size_t threads = 0;     // 0 = one per hardware thread
+    ForwardOptions forward;
+};
+
+class ModelEngine final : public Engine {
+public:
+    // Loads the tokenizer first (cheap, and its absence is the likelier mistake), then
+    // every weight. Throws aff::Error naming the file at fault.
+    static std::unique_ptr<ModelEngine> load(const ModelEngineOptions& options);
+
+    ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, tokenizer::Tokenizer tokenizer,
+                std::string model_id);
+
+    std::string model_id() const override { return model_id_; }
+    // The model's max_position_embeddings; aff-serve --ctx-size lowers it.
+    std::size_t context_size() const override;
+    std::size_t vocab_size() const override;
+    std::vector<std::int32_t> render_chat(const ChatPrompt& prompt) const override;
+    // A completion prompt is the model's raw input: special-token strings in it are
+    // special tokens (that is how a client writes its own template).
+    std::vector<std::int32_t> tokenize(std::string_view text, bool add_bos) const override;
+    std::string token_text(std::int32_t token) const override;
+    std::unique_ptr<TokenTextStream> text_stream() const override;
+    std::unique_ptr<ChatOutputParser> chat_parser(const ChatPrompt& prompt) const override;
+    bool is_end_token(std::int32_t token) const override;
+    // Logits of ids the tokenizer does not know (the vocabulary is padded past the
+    // tokenizer's last id) are -infinity: they have no text, so they are never sampled.
+    std::span<const float> prefill(std::span<const std::int32_t> tokens) override;
+    std::span<const float> decode(std::int32_t token) override;
+
+    const Model& model() const { return *model_; }
+    const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+
+private:
+    std::span<const float> finish_logits();
+
+    std::unique_ptr<ThreadPool> pool_;  // outlives model_, which runs on it
+    std::unique_ptr<Model> model_;
+    tokenizer::Tokenizer tokenizer_;
+    std::string model_id_;
+    std::vector<bool> end_tokens_;   // by id: the config's EOS ids and the tokenizer's end of sentence
+    std::vector<bool> has_text_;     // by id: the tokenizer knows it
+    DecodeState state_;
+    std::vector<float> logits_;
+};
+
+}  // namespace aff::serve
