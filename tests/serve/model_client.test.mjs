@@ -17,7 +17,7 @@ before(async () => {
   const dir = process.env.AFF_MODEL_DIR, tok = process.env.AFF_TOKENIZER_JSON;
   if (!dir || !tok) throw new Error('AFF_MODEL_DIR and AFF_TOKENIZER_JSON must be set (ctest does it)');
   server = await startServer(['-m', dir, '--tokenizer', tok, '--threads', '2', '--max-tokens-floor', '0',
-    '--ctx-size', '256']);
+    '--ctx-size', '1024']);
   client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
 after(async () => { await server.stop(); });
@@ -55,7 +55,7 @@ test('health is ok and models lists the checkpoint', async () => {
   assert.deepEqual(await h.json(), { status: 'ok' });
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
-  assert.match(server.log(), /ready: random-v4 loaded in [0-9.]+ s \(context 256 tokens/);
+  assert.match(server.log(), /ready: random-v4 loaded in [0-9.]+ s \(context 1024 tokens/);
 });
 
 test('chat, not streamed: shape, usage from the real tokenizer, greedy replies repeat', async () => {
@@ -134,6 +134,32 @@ test('seeds reproduce sampled replies; thinking and logprobs have their shape', 
   }
 });
 
+test('tools and a tool-result turn: accepted, rendered into the prompt, answered in shape', async () => {
+  const weather = { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
+  const plain = await client.chat.completions.create({ model: MODEL, temperature: 0, max_tokens: 4,
+    messages: [{ role: 'user', content: 'Hello world' }] });
+  const withTools = await client.chat.completions.create({ model: MODEL, temperature: 0, max_tokens: 4, tools: [weather],
+    messages: [{ role: 'user', content: 'Hello world' }] });
+  // The tools preamble and the schema are in the prompt (hundreds of tokens of it).
+  assert.ok(withTools.usage.prompt_tokens > plain.usage.prompt_tokens + 100, JSON.stringify(withTools.usage));
+  // tool_choice none hides them again.
+  const hidden = await client.chat.completions.create({ model: MODEL, temperature: 0, max_tokens: 4, tools: [weather],
+    tool_choice: 'none', messages: [{ role: 'user', content: 'Hello world' }] });
+  assert.equal(hidden.usage.prompt_tokens, plain.usage.prompt_tokens);
+  assert.equal(hidden.choices[0].message.content, plain.choices[0].message.content);
+  // A conversation that already holds a call and its result, streamed.
+  const s = await collect(await client.chat.completions.create({ model: MODEL, temperature: 0, max_tokens: 4,
+    tools: [weather], stream: true, stream_options: { include_usage: true }, messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"t": 18}' }] }));
+  assert.ok(['length', 'stop', 'tool_calls'].includes(s.finish));
+  assert.ok(s.usage.prompt_tokens > withTools.usage.prompt_tokens);
+  assert.ok(s.usage.completion_tokens >= 1 && s.usage.completion_tokens <= 4);
+});
+
 test('completions: text and token prompts, streaming, counts from the tokenizer', async () => {
   const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 7, temperature: 0 });
   assert.equal(r.object, 'text_completion');
@@ -165,7 +191,7 @@ test('errors come back as OpenAI errors', async () => {
       return true;
     });
   };
-  await expectError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(300) }] }),
+  await expectError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(1100) }] }),
     400, (e) => assert.equal(e.code, 'context_length_exceeded'));
   await expectError(client.chat.completions.create({ model: MODEL, n: 3, messages: [{ role: 'user', content: 'x' }] }), 400,
     (e) => assert.equal(e.param, 'n'));
