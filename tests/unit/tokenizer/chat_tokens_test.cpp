@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <fstream>
 
 namespace chat = aff::chat;
 namespace tk = aff::tokenizer;
@@ -60,4 +61,48 @@ TEST_CASE("generated ids streamed through both decoders parse like the whole tex
     CHECK(calls[0].name == "get_weather");
     CHECK(calls[0].arguments_json == "{\"city\": \"Zürich\", \"days\": 3}");
     CHECK(parser.result().finished);
+}
+
+TEST_CASE("every golden prompt encodes from its pieces to the ids of the whole text", "[tokenizer]") {
+    // Where no message spells a special token, keeping the messages plain changes
+    // nothing: the ids are the reference pipeline's. Where one does (a golden case does
+    // on purpose), the reference turns it into a special token and encode_pieces keeps
+    // it text: same text, other ids.
+    const auto& tok = aff_test::deepseek();
+    std::ifstream in(std::string(AFF_TEST_DATA) + "/chat/render_cases.json");
+    REQUIRE(in);
+    const auto cases = nlohmann::ordered_json::parse(in);
+    REQUIRE(cases.size() >= 30);
+    std::size_t clean = 0, forged = 0;
+    for (const auto& c : cases) {
+        INFO(c["name"].get<std::string>());
+        std::vector<chat::Message> messages = chat::messages_from_openai(c["messages"]);
+        for (std::size_t i = 0; i < messages.size(); ++i) messages[i].without_eos = c["messages"][i].value("wo_eos", false);
+        chat::RenderOptions opt;
+        opt.mode = c["thinking_mode"] == "thinking" ? chat::ThinkingMode::thinking : chat::ThinkingMode::chat;
+        opt.effort = c["reasoning_effort"] == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
+        opt.drop_thinking = c["drop_thinking"].get<bool>();
+        opt.add_bos = c["add_bos"].get<bool>();
+        const auto pieces = chat::render_prompt_pieces(messages, c["tools"], opt, c["response_format"]);
+        std::vector<tk::Tokenizer::Piece> views;
+        bool spelled = false;
+        for (const auto& p : pieces) {
+            if (!p.markup)
+                for (const auto& a : tok.added_tokens()) spelled = spelled || p.text.find(a.content) != std::string::npos;
+            views.push_back({p.text, p.markup});
+        }
+        const auto ids = tok.encode_pieces(views);
+        const auto reference = tok.encode(c["prompt"].get<std::string>());
+        if (spelled) {
+            CHECK(ids != reference);
+            CHECK(ids.size() > reference.size());
+            CHECK(tok.decode(ids) == c["prompt"].get<std::string>());
+            ++forged;
+        } else {
+            CHECK(ids == reference);
+            ++clean;
+        }
+    }
+    CHECK(clean >= 30);
+    CHECK(forged >= 1);
 }
