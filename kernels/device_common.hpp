@@ -32,6 +32,7 @@ __device__ inline int shfl_xor(int v, int mask) {
     return __builtin_amdgcn_ds_bpermute(src << 2, v);
 }
 __device__ inline float bits_to_float(uint32_t u) { return __builtin_bit_cast(float, u); }
+__device__ inline uint32_t float_to_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
 #else
 __device__ inline unsigned thread_x() { return threadIdx.x; }
 __device__ inline unsigned block_x() { return blockIdx.x; }
@@ -42,10 +43,12 @@ __device__ inline unsigned lane_id() { return threadIdx.x % kWarp; }
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
+__device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 #else
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, kWarp); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor(v, mask, kWarp); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
+__device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 #endif
 #endif
 
@@ -77,6 +80,15 @@ __device__ inline uint4 load_stream(const uint4* p) {
 __device__ inline float4 ldg(const float4* p) { return *p; }
 __device__ inline uint4 load_stream(const uint4* p) { return *p; }
 #endif
+
+// Relaxed atomic add on shared or global memory; returns the old value.
+__device__ inline unsigned atomic_add(unsigned* p, unsigned v) {
+#if defined(AFF_HIP_BARE)
+    return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#else
+    return atomicAdd(p, v);
+#endif
+}
 
 __device__ inline float warp_sum(float v) {
 #pragma unroll

@@ -5,6 +5,9 @@
 // which keeps results identical at any thread count.
 #include "aff/model/forward.hpp"
 
+#include "aff/model/attention_ops.hpp"
+#include "aff/model/ops.hpp"
+
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/error.hpp"
 
@@ -17,18 +20,12 @@
 namespace aff {
 
 namespace {
-float dot(const float* a, const float* b, int n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; ++i) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
+using ops::dot;
+using ops::rms_norm;
+using ops::rope;
+using ops::sigmoid;
+using ops::silu;
+using ops::softplus;
 
 // Y[t, r] = W[r, :] · X[t, :] for t < n, r < rows: the one matrix product of the model.
 // Split over rows so a single token (decode) still uses every thread.
@@ -48,31 +45,6 @@ void gemm(ThreadPool& pool, const float* W, int rows, int cols, const float* X, 
 void gemm(ThreadPool& pool, const Matrix& W, const float* X, int n, float* Y) {
     gemm(pool, W.w.data(), W.rows, W.cols, X, W.cols, n, Y, W.rows);
 }
-
-// y = w ⊙ x / rms(x) (w null: unweighted), §3.1.
-void rms_norm(const float* x, int d, const float* w, double eps, float* y) {
-    double ss = 0;
-    for (int i = 0; i < d; ++i) ss += double(x[i]) * x[i];
-    const float r = static_cast<float>(1.0 / std::sqrt(ss / d + eps));
-    for (int i = 0; i < d; ++i) y[i] = w ? w[i] * (x[i] * r) : x[i] * r;
-}
-
-// Interleaved RoPE on pairs (x[2j], x[2j+1]) of the rotary slice, §3.3; inverse = the
-// conjugate rotation used to de-rotate the attention output (§3.4).
-void rope(float* x, const std::vector<float>& inv_freq, std::int64_t pos, bool inverse = false) {
-    for (std::size_t j = 0; j < inv_freq.size(); ++j) {
-        const float angle = inv_freq[j] * static_cast<float>(pos);  // float32, as the oracle computes it
-        const float c = static_cast<float>(std::cos(double(angle)));
-        const float s = static_cast<float>(std::sin(double(angle))) * (inverse ? -1.0f : 1.0f);
-        const float e = x[2 * j], o = x[2 * j + 1];
-        x[2 * j] = e * c - o * s;
-        x[2 * j + 1] = o * c + e * s;
-    }
-}
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // torch's threshold
 
 // mHC coefficients of one token (§3.2 steps 1-7): pre [n], post [n], comb [n, n].
 void hc_coefficients(const HyperConnectionWeights& w, const float* mix_raw, const float* x, int nD, int hc,
@@ -179,64 +151,13 @@ DecodeState Model::new_state() const {
 // §3.5 / §4.3 step 2: project the chunk's tokens, append them to the pending window,
 // and emit one entry each time a window of `ratio` tokens completes.
 void Model::compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const {
-    const int r = w.ratio, dim = w.dim, width = w.overlap ? 2 * dim : dim, D = config_.hidden_size;
+    const int width = w.overlap ? 2 * w.dim : w.dim;
     std::vector<float> kv(std::size_t(n) * width), gate(std::size_t(n) * width);
     gemm(pool_, w.wkv, a, n, kv.data());
     gemm(pool_, w.wgate, a, n, gate.data());
-    (void)D;
-    std::vector<float> logits, values, entry(dim);
-    for (int t = 0; t < n; ++t) {
-        const std::int64_t p = start + t;
-        const float* ape = w.ape.row(static_cast<int>(p % r));
-        float* pk = st.pending_kv.data() + std::size_t(st.pending) * width;
-        float* pg = st.pending_gate.data() + std::size_t(st.pending) * width;
-        for (int i = 0; i < width; ++i) {
-            pk[i] = kv[std::size_t(t) * width + i];
-            pg[i] = gate[std::size_t(t) * width + i] + ape[i];
-        }
-        if (++st.pending < r) continue;
-        // Window complete: softmax over its slots per channel. CSA (overlap): the previous
-        // window's first halves (Ca) + this window's second halves (Cb), 2r slots (§3.5).
-        const int w_index = st.count;
-        for (int d = 0; d < dim; ++d) {
-            logits.clear();
-            values.clear();
-            if (w.overlap) {
-                if (st.has_prev)
-                    for (int i = 0; i < r; ++i) {
-                        logits.push_back(st.prev_gate[std::size_t(i) * dim + d]);
-                        values.push_back(st.prev_kv[std::size_t(i) * dim + d]);
-                    }
-                for (int i = 0; i < r; ++i) {
-                    logits.push_back(st.pending_gate[std::size_t(i) * width + dim + d]);
-                    values.push_back(st.pending_kv[std::size_t(i) * width + dim + d]);
-                }
-            } else {
-                for (int i = 0; i < r; ++i) {
-                    logits.push_back(st.pending_gate[std::size_t(i) * width + d]);
-                    values.push_back(st.pending_kv[std::size_t(i) * width + d]);
-                }
-            }
-            const float m = *std::max_element(logits.begin(), logits.end());
-            float denom = 0, acc = 0;
-            for (std::size_t i = 0; i < logits.size(); ++i) denom += std::exp(logits[i] - m);
-            for (std::size_t i = 0; i < logits.size(); ++i) acc += std::exp(logits[i] - m) / denom * values[i];
-            entry[d] = acc;
-        }
-        rms_norm(entry.data(), dim, w.norm.data(), config_.rms_norm_eps, entry.data());
-        rope(entry.data() + dim - config_.rope_dim, inv_freq_compress_, std::int64_t(w_index) * r);
-        st.entries.insert(st.entries.end(), entry.begin(), entry.end());
-        ++st.count;
-        if (w.overlap) {
-            for (int i = 0; i < r; ++i)
-                for (int d = 0; d < dim; ++d) {
-                    st.prev_kv[std::size_t(i) * dim + d] = st.pending_kv[std::size_t(i) * width + d];
-                    st.prev_gate[std::size_t(i) * dim + d] = st.pending_gate[std::size_t(i) * width + d];
-                }
-            st.has_prev = true;
-        }
-        st.pending = 0;
-    }
+    const CompressorParams params{w.ratio, w.dim, w.overlap, w.ape.w.data(), w.norm.data(), config_.rms_norm_eps,
+                                  &inv_freq_compress_};
+    compress_tokens(params, st, start, n, kv.data(), gate.data());
 }
 
 // §3.4-3.8: attention of n tokens at positions start.. over the sliding window and,
@@ -267,80 +188,45 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
     }
 
     // Compressed entries (all windows completed inside this chunk are emitted first;
-    // the visibility rule below keeps each query causal).
-    std::vector<std::vector<int>> selected(n);
+    // the visibility rule keeps each query causal). HCA: every visible entry.
+    AttendEntries entries;
+    std::vector<std::int32_t> index, index_count;
     if (w.has_compressor) {
         compress(w.compressor, st.compressor, start, n, a);
-        const int r = w.compressor.ratio;
-        if (kind == AttentionKind::hca) {
-            for (int t = 0; t < n; ++t) {
-                const int visible = std::min<std::int64_t>(st.compressor.count, (start + t + 1) / r);
-                selected[t].resize(visible);
-                std::iota(selected[t].begin(), selected[t].end(), 0);
-            }
-        }
+        if (kind == AttentionKind::hca || w.has_indexer)
+            entries = {st.compressor.entries.data(), st.compressor.count, w.compressor.ratio};
     }
     if (w.has_indexer) {
         // §3.7 Lightning indexer: score visible indexer keys, keep the top index_topk.
         compress(w.index_compressor, st.indexer, start, n, a);
-        const int Hi = c.index_heads, Di = c.index_head_dim, r = w.index_compressor.ratio;
-        std::vector<float> qi(std::size_t(n) * Hi * Di), wi(std::size_t(n) * Hi);
+        const int Hi = c.index_heads, Di = c.index_head_dim, r = w.index_compressor.ratio, count = st.indexer.count;
+        std::vector<float> qi(std::size_t(n) * Hi * Di), wi(std::size_t(n) * Hi), scores(std::size_t(n) * count);
         gemm(pool_, w.index_wq_b, cq.data(), n, qi.data());
         gemm(pool_, w.index_weights, a, n, wi.data());
-        const float qk_scale = 1.0f / std::sqrt(float(Di)), head_scale = 1.0f / std::sqrt(float(Hi));
+        for (int t = 0; t < n; ++t)
+            for (int h = 0; h < Hi; ++h) rope(&qi[(std::size_t(t) * Hi + h) * Di] + Di - Dr, inv_freq_compress_, start + t);
+        index_scores(pool_, n, start, Hi, Di, r, count, qi.data(), wi.data(), st.indexer.entries.data(), scores.data(),
+                     count);
+        const int k = std::max(1, std::min(c.index_topk, count));
+        index.assign(std::size_t(n) * k, 0);
+        index_count.assign(n, 0);
         pool_.parallel_for(std::size_t(n), [&](std::size_t t0, std::size_t t1) {
-            std::vector<std::pair<float, int>> scored;
-            for (std::size_t t = t0; t < t1; ++t) {
-                for (int h = 0; h < Hi; ++h) rope(&qi[(t * Hi + h) * Di] + Di - Dr, inv_freq_compress_, start + std::int64_t(t));
-                const int visible = std::min<std::int64_t>(st.indexer.count, (start + std::int64_t(t) + 1) / r);
-                scored.clear();
-                for (int e = 0; e < visible; ++e) {
-                    const float* key = &st.indexer.entries[std::size_t(e) * Di];
-                    float s = 0;
-                    for (int h = 0; h < Hi; ++h)
-                        s += wi[t * Hi + h] * head_scale * (std::max(0.0f, dot(&qi[(t * Hi + h) * Di], key, Di)) * qk_scale);
-                    scored.emplace_back(s, e);
-                }
-                const std::size_t keep = std::min<std::size_t>(c.index_topk, scored.size());
-                std::partial_sort(scored.begin(), scored.begin() + keep, scored.end(), [](const auto& x, const auto& y) {
-                    return x.first > y.first || (x.first == y.first && x.second < y.second);
-                });
-                for (std::size_t i = 0; i < keep; ++i) selected[t].push_back(scored[i].second);
-            }
+            for (std::size_t t = t0; t < t1; ++t)
+                index_count[t] = select_topk(&scores[t * count], visible_entries(count, start + std::int64_t(t), r),
+                                             c.index_topk, &index[t * k]);
         });
+        entries.index = index.data();
+        entries.index_count = index_count.data();
+        entries.stride = k;
     }
 
     // Scores with the per-head sink in the denominator, then the conjugate rotation.
     std::vector<float> o(std::size_t(n) * H * Dh);
-    const float scale = 1.0f / std::sqrt(float(Dh));
-    pool_.parallel_for(std::size_t(n) * H, [&](std::size_t i0, std::size_t i1) {
-        std::vector<const float*> keys;
-        std::vector<float> s;
-        for (std::size_t i = i0; i < i1; ++i) {
-            const int t = int(i / H), h = int(i % H);
-            const std::int64_t p = start + t;
-            keys.clear();
-            for (std::int64_t j = std::max<std::int64_t>(0, p - W + 1); j <= p; ++j)
-                keys.push_back(j >= start ? &kv[std::size_t(j - start) * Dh] : &st.ring[std::size_t(j % W) * Dh]);
-            for (int e : selected[t]) keys.push_back(&st.compressor.entries[std::size_t(e) * Dh]);
-            const float* qh = &q[(std::size_t(t) * H + h) * Dh];
-            s.resize(keys.size());
-            float m = w.sink[h];
-            for (std::size_t j = 0; j < keys.size(); ++j) m = std::max(m, s[j] = dot(qh, keys[j], Dh) * scale);
-            float denom = std::exp(w.sink[h] - m);
-            for (std::size_t j = 0; j < keys.size(); ++j) denom += (s[j] = std::exp(s[j] - m));
-            float* oh = &o[(std::size_t(t) * H + h) * Dh];
-            std::fill(oh, oh + Dh, 0.0f);
-            for (std::size_t j = 0; j < keys.size(); ++j) {
-                const float pj = s[j] / denom;
-                for (int d = 0; d < Dh; ++d) oh[d] += pj * keys[j][d];
-            }
-            rope(oh + Dh - Dr, inv_freq, p, /*inverse=*/true);
-        }
-    });
+    attend(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), st.ring.data(), entries, w.sink.data(), o.data());
+    for (int t = 0; t < n; ++t)
+        for (int h = 0; h < H; ++h) rope(&o[(std::size_t(t) * H + h) * Dh] + Dh - Dr, inv_freq, start + t, /*inverse=*/true);
     // The ring keeps the last W latents (written after all queries have read it).
-    for (int t = std::max(0, n - W); t < n; ++t)
-        std::memcpy(&st.ring[std::size_t((start + t) % W) * Dh], &kv[std::size_t(t) * Dh], sizeof(float) * Dh);
+    ring_store(st.ring.data(), kv.data(), n, Dh, W, start);
 
     // Grouped low-rank output projection: group g maps its H/G heads through wo_a[g].
     const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;

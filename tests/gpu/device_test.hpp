@@ -7,6 +7,7 @@
 
 #include "aff/gpu/device.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -43,6 +44,19 @@ inline double nmse(const std::vector<float>& got, const std::vector<float>& want
         den += static_cast<double>(want[i]) * want[i];
     }
     return den > 0.0 ? num / den : num;
+}
+
+// max |got − want| / max |want|: the largest error relative to the output's scale; any
+// non-finite element gives infinity.
+inline double max_rel(const std::vector<float>& got, const std::vector<float>& want) {
+    if (got.size() != want.size()) return INFINITY;
+    double diff = 0.0, scale = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    }
+    return scale > 0.0 ? diff / scale : diff;
 }
 
 inline void add(std::vector<Row>& rows, std::string family, std::string check, double value, double bound) {

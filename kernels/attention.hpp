@@ -1,0 +1,56 @@
+// Sliding-window + compressed attention with sinks on the GPU (model doc §3.4-§3.8), for
+// decode (1-4 tokens) and chunked prefill (any n): the queries of n consecutive positions
+// against one shared latent head (MQA: key = value). CPU twin: aff::attend and
+// aff::ring_store (libaff/model/attention_ops.hpp), the CPU forward's own code.
+//
+// Layouts (all float32, row-major, device memory):
+//   q        [n, heads, head_dim]  normalised and RoPE'd queries of positions start .. start+n-1
+//   kv       [n, head_dim]         this chunk's latents (normalised, RoPE'd): keys and values
+//   ring     [window, head_dim]    the last `window` latents before `start`; slot = position mod window
+//   entries  [entry_count, head_dim] the layer's compressed entries (this chunk's included), or null
+//   selected [n, selected_stride]  int32 indices into entries (CSA: the indexer's top-k, best
+//                                  first), selected_count [n] of them valid per token; null for HCA:
+//                                  every entry visible to the query, min(entry_count, (p+1)/ratio)
+//   sink     [heads]               the per-head sink logit
+//   out      [n, heads, head_dim]  Σ_j softmax_j · k_j, BEFORE the inverse RoPE (the caller
+//                                  de-rotates with kernels/rope.hpp, inverse = true)
+// Keys of the query at position p: window positions max(0, p−W+1) .. p (from kv for positions
+// ≥ start, from the ring before), then its entries. Causal inside the chunk by construction.
+#pragma once
+
+#include <cstdint>
+
+namespace aff::gpu {
+
+struct AttentionArgs {
+    const float* q = nullptr;
+    const float* kv = nullptr;
+    const float* ring = nullptr;
+    const float* entries = nullptr;
+    const int32_t* selected = nullptr;
+    const int32_t* selected_count = nullptr;
+    const float* sink = nullptr;
+    float* out = nullptr;
+    int n = 0;               // queries (tokens) in the chunk, at most 65535
+    int heads = 0;           // H
+    int head_dim = 0;        // Dh: 128, 256 or 512
+    int window = 0;          // W
+    int64_t start = 0;       // position of the chunk's first token
+    int entry_count = 0;     // entries emitted so far
+    int ratio = 0;           // compress ratio (visibility rule); ignored without entries
+    int selected_stride = 0;
+};
+
+// Throws unsupported for a head_dim other than 128/256/512 or n out of range.
+void attention(const AttentionArgs& a, void* stream);
+
+// ring[(start + t) mod window] ← kv[t] for the chunk's last min(n, window) tokens. Launch after
+// attention() on the same stream (the queries read the ring as it was before the chunk).
+void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream);
+
+// fp32 dot products and softmax, summed in another order than the CPU (online softmax over
+// eight warps): measured up to 7.5e-13 (max relative error 2.1e-6) on the H200, 2026-11-29
+// (tests/gpu/attention_test.cpp).
+inline constexpr double attention_max_nmse = 1e-10;
+
+}  // namespace aff::gpu
