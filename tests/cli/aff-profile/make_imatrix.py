@@ -2,6 +2,7 @@
 """Writes small llama.cpp-style imatrix files for the aff-profile CLI tests.
 
 usage: make_imatrix.py gguf OUT   (2 MoE layers x 4 experts + one dense tensor)
+       make_imatrix.py gguf OUT LAYERS EXPERTS COLS DOWN_COLS   (that geometry instead)
        make_imatrix.py dat OUT    (the legacy form of one expert tensor)
 
 GGUF layout as llama-imatrix writes it: general.type = "imatrix", imatrix.datasets,
@@ -12,15 +13,18 @@ import struct
 import sys
 
 
-def gguf(path):
+def gguf(path, layers=None, experts=4, cols=16, down_cols=8):
+    experts, cols, down_cols = int(experts), int(cols), int(down_cols)
     counts = {0: [40, 10, 0, 30], 1: [5, 5, 60, 10]}
+    if layers is not None:
+        counts = {l: [(7 * l + 3 * e) % 11 for e in range(experts)] for l in range(int(layers))}
     tensors = []
     for layer, c in counts.items():
         for kind in ("gate", "up", "down"):
-            cols = 8 if kind == "down" else 16
+            n = down_cols if kind == "down" else cols
             name = f"blk.{layer}.ffn_{kind}_exps.weight"
-            tensors.append((name + ".in_sum2", [cols, 4], [float(n) for n in c for _ in range(cols)]))
-            tensors.append((name + ".counts", [1, 4], [float(n) for n in c]))
+            tensors.append((name + ".in_sum2", [n, experts], [float(k) for k in c for _ in range(n)]))
+            tensors.append((name + ".counts", [1, experts], [float(k) for k in c]))
     tensors.append(("blk.0.attn_q_a.weight.in_sum2", [16, 1], [1.0] * 16))
     tensors.append(("blk.0.attn_q_a.weight.counts", [1, 1], [3.0]))
 
@@ -52,4 +56,4 @@ def dat(path):
     open(path, "wb").write(out)
 
 
-{"gguf": gguf, "dat": dat}[sys.argv[1]](sys.argv[2])
+{"gguf": gguf, "dat": dat}[sys.argv[1]](*sys.argv[2:])

@@ -1,9 +1,10 @@
 // Tests for the imatrix readers (libaff/quant/imatrix.cpp) and expert profiles
-// (expert_profile.cpp), on files written by the small GGUF and .dat writers below,
-// good and damaged.
+// (expert_profile.cpp), on files written by the small GGUF and .dat writers of
+// imatrix_writer.hpp, good and damaged.
 #include "aff/core/error.hpp"
 #include "aff/quant/expert_profile.hpp"
 #include "aff/quant/imatrix.hpp"
+#include "unit/quant/imatrix_writer.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -12,59 +13,9 @@
 #include <vector>
 
 using namespace aff::quant;
-using Bytes = std::vector<std::uint8_t>;
+using namespace aff::test;
 
 namespace {
-
-template <class T>
-void put(Bytes& b, T v) {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    b.insert(b.end(), p, p + sizeof v);
-}
-void put_str(Bytes& b, const std::string& s) {
-    put<std::uint64_t>(b, s.size());
-    b.insert(b.end(), s.begin(), s.end());
-}
-
-struct GgufTensor {
-    std::string name;
-    std::vector<std::uint64_t> ne;
-    std::vector<float> data;
-};
-
-// A GGUF imatrix as llama-imatrix writes one: general.type, datasets, chunk count.
-Bytes gguf(const std::vector<GgufTensor>& tensors, const std::string& type = "imatrix", std::uint32_t version = 3) {
-    Bytes b = {'G', 'G', 'U', 'F'};
-    put<std::uint32_t>(b, version);
-    put<std::uint64_t>(b, tensors.size());
-    put<std::uint64_t>(b, 3);
-    put_str(b, "general.type");
-    put<std::uint32_t>(b, 8);
-    put_str(b, type);
-    put_str(b, "imatrix.datasets");
-    put<std::uint32_t>(b, 9);
-    put<std::uint32_t>(b, 8);
-    put<std::uint64_t>(b, 1);
-    put_str(b, "calibration.txt");
-    put_str(b, "imatrix.chunk_count");
-    put<std::uint32_t>(b, 4);
-    put<std::uint32_t>(b, 12);
-    std::uint64_t offset = 0;
-    for (const auto& t : tensors) {
-        put_str(b, t.name);
-        put<std::uint32_t>(b, static_cast<std::uint32_t>(t.ne.size()));
-        for (auto d : t.ne) put<std::uint64_t>(b, d);
-        put<std::uint32_t>(b, 0);  // F32
-        put<std::uint64_t>(b, offset);
-        offset += (t.data.size() * 4 + 31) / 32 * 32;
-    }
-    while (b.size() % 32) b.push_back(0);
-    for (const auto& t : tensors) {
-        for (float v : t.data) put(b, v);
-        while (b.size() % 32) b.push_back(0);
-    }
-    return b;
-}
 
 // Layer 3 of a model with 3 experts: up (4 columns), down (2 columns), one dense tensor.
 std::vector<GgufTensor> sample_tensors() {
@@ -77,24 +28,6 @@ std::vector<GgufTensor> sample_tensors() {
         {"blk.3.attn_q_a.weight.in_sum", {4, 1}, {-1, 1, -1, 1}},
         {"blk.3.attn_q_a.weight.counts", {1, 1}, {2}},
     };
-}
-
-Bytes dat(const std::vector<std::pair<std::string, std::vector<float>>>& entries, std::int32_t ncall, bool trailer) {
-    Bytes b;
-    put<std::int32_t>(b, static_cast<std::int32_t>(entries.size()));
-    for (const auto& [name, values] : entries) {
-        put<std::int32_t>(b, static_cast<std::int32_t>(name.size()));
-        b.insert(b.end(), name.begin(), name.end());
-        put<std::int32_t>(b, ncall);
-        put<std::int32_t>(b, static_cast<std::int32_t>(values.size()));
-        for (float v : values) put(b, v);
-    }
-    if (trailer) {
-        put<std::int32_t>(b, 7);
-        put<std::int32_t>(b, 4);
-        b.insert(b.end(), {'w', 'i', 'k', 'i'});
-    }
-    return b;
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+// Hashing a container's source files (source_digests.hpp).
+#include "aff/quant/source_digests.hpp"
+
+#include "aff/container/sha256sums.hpp"
+#include "aff/core/hash.hpp"
+
+#include <filesystem>
+#include <mutex>
+
+namespace aff::quant {
+
+namespace {
+// Lets the worker threads advance one Progress, one call at a time.
+class SharedProgress final : public Progress {
+public:
+    explicit SharedProgress(Progress& inner) : inner_(inner) {}
+    void begin(const std::string&, std::uint64_t, const std::string&) override {}
+    void end() override {}
+    void advance(std::uint64_t n) override {
+        std::lock_guard lock(mutex_);
+        inner_.advance(n);
+    }
+    void note(const std::string& line) override {
+        std::lock_guard lock(mutex_);
+        inner_.note(line);
+    }
+
+private:
+    Progress& inner_;
+    std::mutex mutex_;
+};
+}  // namespace
+
+nlohmann::json hash_sources(const std::vector<std::string>& paths, ThreadPool& pool, Progress& progress) {
+    std::uint64_t total = 0;
+    for (const auto& p : paths) {
+        std::error_code ec;
+        const auto n = std::filesystem::file_size(p, ec);
+        if (!ec) total += n;
+    }
+    std::vector<std::string> digests(paths.size());
+    progress.begin("hashing sources", total, "B");
+    SharedProgress shared(progress);
+    pool.parallel_for(paths.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) digests[i] = to_hex(sha256_file(paths[i], shared));
+    });
+    progress.end();
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t i = 0; i < paths.size(); ++i)
+        out.push_back({{"file", std::filesystem::path(paths[i]).filename().string()}, {"sha256", digests[i]}});
+    return out;
+}
+
+}  // namespace aff::quant

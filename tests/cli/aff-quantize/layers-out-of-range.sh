@@ -1,0 +1,1 @@
+aff-quantize --src "$DATA/models/tiny-b" --out m.aff --layers 4

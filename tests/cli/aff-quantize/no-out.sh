@@ -1,0 +1,1 @@
+aff-quantize --src "$DATA/models/tiny-b"

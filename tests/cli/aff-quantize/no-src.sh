@@ -1,0 +1,1 @@
+aff-quantize --out m.aff

@@ -1,0 +1,2 @@
+mkdir target
+aff-quantize --src "$DATA/models/tiny-b" --out target

@@ -1,0 +1,3 @@
+python3 "$SRC/tests/cli/aff-profile/make_imatrix.py" gguf full.gguf
+head -c 200 full.gguf > cut.gguf
+aff-quantize --src "$DATA/models/tiny-b" --imatrix cut.gguf --out m.aff

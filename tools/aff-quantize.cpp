@@ -1,0 +1,41 @@
+// aff-quantize: turns a DeepSeek-V4 checkpoint directory into an .aff container with
+// its routed experts quantised to 2.875 bits a weight (or, with --dspark, the mtp.*
+// draft stages into a draft container against the main container's codebook). The
+// work is libaff/quant/quantize_model.cpp; this file maps flags and prints a summary.
+#include "aff/core/thread_pool.hpp"
+#include "aff/quant/quantize_model.hpp"
+#include "aff/ui/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+int main(int argc, char** argv) {
+    CLI::App app{"Quantise the routed experts of a DeepSeek-V4 checkpoint into an .aff container.", "aff-quantize"};
+    aff::quant::QuantizeOptions opt;
+    std::string rotation = "auto";
+    app.add_option("--src", opt.src_dir, "checkpoint directory (config.json, safetensors, tokenizer.json)");
+    app.add_option("--out", opt.out_path, "container to write");
+    app.add_option("--imatrix", opt.imatrix_path, "llama.cpp importance matrix (GGUF or legacy .dat)");
+    app.add_option("--layers", opt.layers, "keep only the first N main layers (a smaller, consistent model)");
+    app.add_flag("--dspark", opt.draft, "write the draft container: the mtp.* stages only");
+    app.add_option("--codebook", opt.codebook_path, "with --dspark: the main container (or a codebook file)");
+    app.add_option("--rotation", rotation, "Hadamard rotation of expert inputs: auto, on, off")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->default_str("auto");
+    std::size_t& threads = aff::cli::add_threads(app);
+    const aff::cli::Common& common = aff::cli::add_common(app);
+    return aff::cli::run(app, argc, argv, [&] {
+        opt.matrix.rotation = rotation == "on"    ? aff::quant::Rotation::on
+                              : rotation == "off" ? aff::quant::Rotation::off
+                                                  : aff::quant::Rotation::automatic;
+        opt.tool = std::string("aff-quantize ") + AFF_VERSION;
+        opt.created = aff::quant::default_creation_time();
+        auto progress = common.progress();
+        aff::ThreadPool pool(threads);
+        const aff::quant::QuantizeReport r = aff::quant::quantize_checkpoint(opt, pool, *progress);
+        if (common.json) std::cout << aff::quant::report_json(r, opt.out_path).dump(2) << '\n';
+        progress->note("aff-quantize: " + aff::quant::summary_line(r, opt.out_path));
+        return aff::cli::exit_ok;
+    });
+}
