@@ -6,6 +6,7 @@
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/container/container.hpp"
 #include "aff/core/error.hpp"
+#include "aff/core/hash.hpp"
 #include "aff/core/progress.hpp"
 #include "aff/model/config.hpp"
 #include "aff/quant/codebook_source.hpp"
