@@ -361,3 +361,33 @@ TEST_CASE("quantize: an imatrix whose shapes disagree with the checkpoint names 
                                   "weight 64 x 6");
     CHECK_FALSE(fs::exists(dir / "m.aff"));
 }
+
+TEST_CASE("quantize: a legacy .dat imatrix weighs the experts but makes no profile", "[quant]") {
+    TempDir dir;
+    std::vector<float> up(64 * 6);
+    for (std::size_t i = 0; i < up.size(); ++i) up[i] = i % 8 == 0 ? 100.0f : 0.01f;  // a few hot columns
+    write_all(dir / "im.dat", aff::test::dat({{"blk.0.ffn_up_exps.weight", up}}, 10, true));
+    QuantizeOptions o = options(model("tiny-b"), dir / "m.aff");
+    o.imatrix_path = dir / "im.dat";
+    NoteLog log;
+    run(o, 2, log);
+    CHECK(log.notes == std::vector<std::string>{
+                           "imatrix: no data for 2 of 3 layers (first: layer 1); they are quantised unweighted",
+                           "imatrix: a legacy .dat file has no per-expert counts; the container gets no expert profile"});
+    const aff::Container c = aff::Container::open(dir / "m.aff");
+    CHECK_FALSE(c.expert_profile());
+    CHECK(c.metadata().at("quantiser").at("imatrix") == true);
+    // Layer 0's w1 and w3 are weighted (up serves gate too), its w2 and layer 1 are not.
+    o.imatrix_path.clear();
+    o.out_path = dir / "plain.aff";
+    run(o);
+    const aff::Container plain = aff::Container::open(dir / "plain.aff");
+    auto same = [&](const std::string& name) {
+        const auto a = c.bytes(c.tensor(name)), b = plain.bytes(plain.tensor(name));
+        return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    };
+    CHECK_FALSE(same("layers.0.ffn.experts.2.w1.weight"));
+    CHECK_FALSE(same("layers.0.ffn.experts.2.w3.weight"));
+    CHECK(same("layers.0.ffn.experts.2.w2.weight"));
+    CHECK(same("layers.1.ffn.experts.2.w1.weight"));
+}
