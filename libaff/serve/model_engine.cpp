@@ -50,9 +50,15 @@ ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model
                          std::string model_id)
     : pool_(std::move(pool)), model_(std::move(model)), tokenizer_(std::move(tok)), model_id_(std::move(model_id)) {
     const std::size_t V = vocab_size();
-    if (tokenizer_.id_limit() > V)
-        throw_format("the tokenizer has ids up to " + std::to_string(tokenizer_.id_limit() - 1) +
-                     " but the model's vocabulary has " + std::to_string(V) + " (a tokenizer of another model?)");
+    // Added tokens may lie past the model's vocabulary (DeepSeek's tokenizer.json can hold a
+    // few more ids than the embedding has rows: prompts that would use them are refused
+    // per request), but the BPE vocabulary itself must fit, or this is another model's.
+    std::vector<bool> added(tokenizer_.id_limit(), false);
+    for (const auto& a : tokenizer_.added_tokens()) added[std::size_t(a.id)] = true;
+    for (std::size_t id = tokenizer_.id_limit(); id-- > V;)
+        if (tokenizer_.contains(tokenizer::TokenId(id)) && !added[id])
+            throw_format("the tokenizer's vocabulary reaches id " + std::to_string(id) + " but the model's has " +
+                         std::to_string(V) + " ids (a tokenizer of another model?)");
     end_tokens_.assign(V, false);
     has_text_.assign(V, false);
     for (std::size_t id = 0; id < V; ++id) has_text_[id] = tokenizer_.contains(tokenizer::TokenId(id));
@@ -74,14 +80,25 @@ std::vector<std::int32_t> ModelEngine::render_chat(const ChatPrompt& prompt) con
     views.reserve(pieces.size());
     for (const chat::PromptPiece& p : pieces) views.push_back({p.text, p.markup});
     const auto ids = tokenizer_.encode_pieces(views);
+    check_in_vocabulary(ids);
     return {ids.begin(), ids.end()};
 }
 
 std::vector<std::int32_t> ModelEngine::tokenize(std::string_view text, bool add_bos) const {
     std::vector<std::int32_t> out;
     if (add_bos) out.push_back(model_->config().bos_token_id);
-    for (tokenizer::TokenId id : tokenizer_.encode(text, true)) out.push_back(std::int32_t(id));
+    const auto ids = tokenizer_.encode(text, true);
+    check_in_vocabulary(ids);
+    out.insert(out.end(), ids.begin(), ids.end());
     return out;
+}
+
+void ModelEngine::check_in_vocabulary(std::span<const tokenizer::TokenId> ids) const {
+    for (tokenizer::TokenId id : ids)
+        if (std::size_t(id) >= vocab_size())
+            throw_usage("the prompt holds the added token \"" + tokenizer_.id_to_token(id).value_or("") + "\" (id " +
+                        std::to_string(id) + "), which the model's vocabulary of " + std::to_string(vocab_size()) +
+                        " ids does not have");
 }
 
 std::string ModelEngine::token_text(std::int32_t token) const {

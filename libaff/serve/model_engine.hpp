@@ -12,6 +12,7 @@
 #include "aff/tokenizer/tokenizer.hpp"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ public:
 
 private:
     std::span<const float> finish_logits();
+    // Throws aff::Error (usage) for an id past the model's vocabulary (an added token of
+    // the tokenizer that the embedding has no row for).
+    void check_in_vocabulary(std::span<const tokenizer::TokenId> ids) const;
 
     std::unique_ptr<ThreadPool> pool_;  // outlives model_, which runs on it
     std::unique_ptr<Model> model_;

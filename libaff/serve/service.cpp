@@ -350,7 +350,11 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
                                                    "invalid_request_error", "invalid_value", "prompt"));
         tokens = r.prompt_tokens;
     } else {
-        tokens = engine_->tokenize(r.prompt_text, true);
+        try {
+            tokens = engine_->tokenize(r.prompt_text, true);
+        } catch (const Error& e) {
+            return send_error(response, error(400, e.what(), "invalid_request_error", "invalid_value", "prompt"));
+        }
     }
     Outcome out;
     out.prompt_tokens = tokens.size();

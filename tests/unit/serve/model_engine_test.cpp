@@ -55,20 +55,26 @@ std::size_t count(const std::vector<std::int32_t>& ids, std::int32_t id) {
     return std::size_t(std::count(ids.begin(), ids.end(), id));
 }
 
-// A minimal byte-level tokenizer.json (256 byte tokens, no merges), with `added` added
-// tokens after them: small and quick to load, and its id_limit tells files apart.
-void write_byte_tokenizer(const std::filesystem::path& path, int added) {
+// A minimal byte-level tokenizer.json (256 byte tokens; with `merge`, also "ab" = 256),
+// with `added` added tokens after them: small and quick to load, and its id_limit tells
+// files apart.
+void write_byte_tokenizer(const std::filesystem::path& path, int added, bool merge = false) {
     nlohmann::json vocab = nlohmann::json::object();
     for (int b = 0; b < 256; ++b) vocab[tk::bytes_to_byte_level(std::string(1, char(b)))] = b;
+    nlohmann::json merges = nlohmann::json::array();
+    if (merge) {
+        vocab["ab"] = 256;
+        merges.push_back("a b");
+    }
     nlohmann::json added_tokens = nlohmann::json::array();
     for (int i = 0; i < added; ++i)
-        added_tokens.push_back({{"id", 256 + i}, {"content", "<|x" + std::to_string(i) + "|>"}, {"special", true},
-                                {"normalized", false}});
+        added_tokens.push_back({{"id", 256 + int(merge) + i}, {"content", "<|x" + std::to_string(i) + "|>"},
+                                {"special", true}, {"normalized", false}});
     const nlohmann::json spec = {
         {"added_tokens", added_tokens},
         {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}},
         {"decoder", {{"type", "ByteLevel"}}},
-        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
     std::ofstream(path) << spec.dump();
 }
 
@@ -255,10 +261,20 @@ TEST_CASE("model engine: a model without a tokenizer is a usage error naming the
         CHECK(err.kind() == aff::ErrorKind::usage);
         CHECK_THAT(err.what(), Catch::Contains("tiny-a") && Catch::Contains("no tokenizer"));
     }
-    // A tokenizer with more ids than the model's vocabulary belongs to another model.
+    // A tokenizer whose BPE vocabulary is larger than the model's belongs to another model.
     const auto path = std::filesystem::temp_directory_path() / ("aff-257-ids-" + std::to_string(::getpid()) + ".json");
-    write_byte_tokenizer(path, 1);
+    write_byte_tokenizer(path, 0, true);
     o.tokenizer_path = path.string();
-    CHECK_THROWS_WITH(serve::ModelEngine::load(o), Catch::Contains("ids up to 256") && Catch::Contains("vocabulary has 256"));
+    CHECK_THROWS_WITH(serve::ModelEngine::load(o),
+                      Catch::Contains("vocabulary reaches id 256 but the model's has 256 ids"));
+    // Added tokens past the vocabulary are allowed (DeepSeek's tokenizer.json may have a
+    // few); a prompt that would use one is refused, naming it.
+    write_byte_tokenizer(path, 2);
+    auto e = serve::ModelEngine::load(o);
+    CHECK(e->tokenize("ab", true).size() == 3);
+    CHECK_THROWS_WITH(e->tokenize("a<|x1|>", true),
+                      Catch::Contains("added token \"<|x1|>\" (id 257)") && Catch::Contains("vocabulary of 256"));
+    serve::ChatPrompt p = chat({{"user", "a<|x1|>"}});
+    CHECK(e->render_chat(p).size() > 5);  // in a chat the user's text is plain: no added token
     std::filesystem::remove(path);
 }
