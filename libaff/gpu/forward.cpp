@@ -224,19 +224,59 @@ struct GpuModel::Impl {
         return l;
     }
 
+    // Routed experts as dense matrices. A DenseExpertSource (an unquantised checkpoint) hands
+    // them over as they are; any other source (a quantised container) is read through its
+    // public matvec, one unit vector a column: exactly the values the CPU reference multiplies
+    // by (TQ2875R's input rotation included), for matrices small enough that this takes
+    // moments. Larger ones need the codebook GEMV path (moe_gemv), not wired in yet.
+    const DenseExpertSource* dense_experts = nullptr;
+    std::vector<Matrix> materialised;  // [layer][expert][3], when the source is not dense
+
+    const Matrix& expert_matrix(int layer, int e, ExpertMatrix which) const {
+        if (dense_experts) return dense_experts->at(layer, e, which);
+        return materialised[(std::size_t(layer) * c.n_routed_experts + e) * 3 + static_cast<int>(which)];
+    }
+
+    void materialise_experts(const ExpertSource& src) {
+        const int D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+        const double work = double(c.num_layers) * E * 3 * double(D) * I * std::max(D, I);
+        if (work > 4e10)
+            throw_unsupported("the GPU forward reads quantised routed experts through their codebook GEMV only "
+                              "for small models so far (moe_gemv is not wired in yet)");
+        materialised.resize(std::size_t(c.num_layers) * E * 3);
+        std::vector<float> unit, y;
+        for (int l = 0; l < c.num_layers; ++l)
+            for (int e = 0; e < E; ++e)
+                for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
+                    const int rows = which == ExpertMatrix::w2 ? D : I, cols = which == ExpertMatrix::w2 ? I : D;
+                    Matrix& m = materialised[(std::size_t(l) * E + e) * 3 + static_cast<int>(which)];
+                    m.rows = rows;
+                    m.cols = cols;
+                    m.w.assign(std::size_t(rows) * cols, 0.0f);
+                    unit.assign(cols, 0.0f);
+                    y.resize(rows);
+                    for (int j = 0; j < cols; ++j) {
+                        unit[j] = 1.0f;
+                        src.matvec(l, e, which, unit.data(), y.data());
+                        unit[j] = 0.0f;
+                        for (int r = 0; r < rows; ++r) m.w[std::size_t(r) * cols + j] = y[r];
+                    }
+                }
+    }
+
     // One stack [E][rows][cols] of a routed-expert matrix, in `type`.
-    DenseRef put_expert_stack(const DenseExpertSource& src, int layer, ExpertMatrix which, DenseType type) {
+    DenseRef put_expert_stack(int layer, ExpertMatrix which, DenseType type) {
         const int E = c.n_routed_experts;
-        const Matrix& m0 = src.at(layer, 0, which);
+        const Matrix& m0 = expert_matrix(layer, 0, which);
         DenseRef r;
         r.rows = m0.rows;
         r.cols = m0.cols;
         r.type = type;
         const std::size_t per = std::size_t(m0.rows) * m0.cols, elem = type == DenseType::bf16 ? 2 : 4;
         r.offset = reserve(per * E * elem, plan.expert_bytes);
-        uploads.push_back({r.offset, per * E * elem, [&src, layer, which, E, per, elem, type](std::uint8_t* dst) {
+        uploads.push_back({r.offset, per * E * elem, [this, layer, which, E, per, elem, type](std::uint8_t* dst) {
                                for (int e = 0; e < E; ++e) {
-                                   const Matrix& m = src.at(layer, e, which);
+                                   const Matrix& m = expert_matrix(layer, e, which);
                                    std::uint8_t* out = dst + std::size_t(e) * per * elem;
                                    if (type == DenseType::f32) {
                                        std::memcpy(out, m.w.data(), per * 4);
@@ -362,17 +402,16 @@ struct GpuModel::Impl {
         hc_head_fn = put_vec(w.hc_head.fn.w);
         hc_head_base = put_vec(w.hc_head.base);
         hc_head_scale = put_vec(w.hc_head.scale);
-        const auto* experts = dynamic_cast<const DenseExpertSource*>(w.experts.get());
-        if (!experts)
-            throw_unsupported("the GPU forward takes routed experts from an unquantised checkpoint only so far "
-                              "(codebook experts through moe_gemv are not wired in yet)");
+        if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
+        dense_experts = dynamic_cast<const DenseExpertSource*>(w.experts.get());
+        if (!dense_experts) materialise_experts(*w.experts);
         // One storage type for every expert stack: BF16 when all are exact BF16 (FP4 and BF16
         // checkpoints), else F32.
         expert_type = DenseType::bf16;
         for (int l = 0; l < c.num_layers && expert_type == DenseType::bf16; ++l)
             for (int e = 0; e < c.n_routed_experts && expert_type == DenseType::bf16; ++e)
                 for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
-                    const Matrix& m = experts->at(l, e, which);
+                    const Matrix& m = expert_matrix(l, e, which);
                     if (!exactly_bf16(m.w.data(), m.w.size())) {
                         expert_type = DenseType::f32;
                         break;
@@ -411,9 +450,9 @@ struct GpuModel::Impl {
                 r.shared_w2 = put_linear(lw.ffn.shared_w2, p + "shared_experts.w2.weight", ck);
                 r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
             }
-            r.experts_w1 = put_expert_stack(*experts, l, ExpertMatrix::w1, expert_type);
-            r.experts_w2 = put_expert_stack(*experts, l, ExpertMatrix::w2, expert_type);
-            r.experts_w3 = put_expert_stack(*experts, l, ExpertMatrix::w3, expert_type);
+            r.experts_w1 = put_expert_stack(l, ExpertMatrix::w1, expert_type);
+            r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
+            r.experts_w3 = put_expert_stack(l, ExpertMatrix::w3, expert_type);
             layers.push_back(r);
         }
     }
@@ -670,6 +709,8 @@ GpuModel::GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOpti
         m.stream.synchronize();  // staging is reused
     }
     m.uploads.clear();
+    m.materialised.clear();
+    m.materialised.shrink_to_fit();
     m.ensure_scratch(kScratchTokens);
 }
 
@@ -684,7 +725,8 @@ std::string GpuModel::describe() const {
     std::ostringstream o;
     o << "gpu: dense " << format_bytes(m.plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
       << type(m.head.type) << ", linears: " << m.fp8_linears << " fp8, " << m.dense_linears << " dense), routed experts "
-      << format_bytes(m.plan.expert_bytes) << " (" << type(m.expert_type) << "), activations "
+      << format_bytes(m.plan.expert_bytes) << " (" << type(m.expert_type)
+      << (m.dense_experts ? "" : ", decoded from the model's expert source") << "), activations "
       << format_bytes(m.plan.scratch_bytes);
     if (m.attention_on_gpu)
         o << "; attention on the GPU (state " << format_bytes(m.plan.state_bytes) << " a sequence, " << m.max_context

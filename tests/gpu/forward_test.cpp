@@ -1,7 +1,8 @@
 // Device test of the whole GPU forward (libaff/gpu/forward.hpp) against the CPU reference
 // (libaff/model/forward.cpp) on every tiny fixture in tests/data/models, and on a random-weight
 // model of the model doc's §8.1 tiny geometry (head_dim 128, which the attention kernels take
-// while the fixtures' 64 and 32 are not): a random prompt (the fixture's oracle length) as one
+// while the fixtures' 64 and 32 are not), also with its experts behind an opaque ExpertSource
+// (the path a quantised container's experts take): a random prompt (the fixture's oracle length) as one
 // prefill (every position's logits) or as chunks, then decode steps that feed back the argmax.
 // Rows: logits NMSE and max |difference| over all positions, and the count of positions whose
 // argmax differs (bound 0). Also checks that a --gpu-mib cap too small for the model gives the
@@ -67,8 +68,22 @@ const char* kSyntheticConfig = R"({
   "tie_word_embeddings": false, "bos_token_id": 0, "eos_token_id": 1
 })";
 
+// An expert source the GPU model cannot look inside (as a quantised container's is): only
+// matvec, here forwarded to dense matrices.
+class OpaqueExperts final : public aff::ExpertSource {
+public:
+    explicit OpaqueExperts(std::shared_ptr<const aff::ExpertSource> inner) : inner_(std::move(inner)) {}
+    void matvec(int layer, int expert, aff::ExpertMatrix which, const float* x, float* y) const override {
+        inner_->matvec(layer, expert, which, x, y);
+    }
+
+private:
+    std::shared_ptr<const aff::ExpertSource> inner_;
+};
+
 // Random weights of the config's shapes, rounded to BF16 as a checkpoint would hold them.
-std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool) {
+// opaque_experts: routed experts behind OpaqueExperts.
+std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, bool opaque_experts = false) {
     const aff::ModelConfig c = aff::parse_model_config(nlohmann::json::parse(kSyntheticConfig), "synthetic");
     auto bf16 = [](float v) {
         std::uint32_t u;
@@ -170,7 +185,8 @@ std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool) {
         }
         w.layers.push_back(std::move(L));
     }
-    w.experts = std::move(experts);
+    if (opaque_experts) w.experts = std::make_shared<OpaqueExperts>(std::move(experts));
+    else w.experts = std::move(experts);
     return std::make_unique<aff::Model>(c, std::move(w), pool);
 }
 
@@ -257,6 +273,8 @@ AFF_DEVICE_TEST("forward") {
         auto cpu = synthetic_model(pool);
         compare("synthetic §8.1", *cpu, nullptr, 70, {70}, rows);
         compare("synthetic §8.1", *cpu, nullptr, 70, {23, 47}, rows);
+        auto opaque = synthetic_model(pool, true);
+        compare("synthetic §8.1, experts via matvec", *opaque, nullptr, 70, {70}, rows);
     } catch (const std::exception& e) {
         rows.push_back({"forward", std::string("synthetic §8.1 threw: ") + e.what(), INFINITY, 0.0, false});
     }
