@@ -7,27 +7,17 @@
 #include "aff/core/error.hpp"
 #include "aff/core/units.hpp"
 #include "aff/gpu/device.hpp"
+#include "aff/gpu/forward_rope.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/fp8_gemv.hpp"
 #include "kernels/hc.hpp"
+#include "kernels/indexer.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/router_topk.hpp"
 #include "kernels/swiglu.hpp"
-
-// The attention-family kernels (sliding-window + compressed attention with sinks, the CSA/HCA
-// compressor, the Lightning indexer) arrive separately; until their headers are in the tree the
-// attention block runs on the CPU reference (forward.hpp says so).
-#if __has_include("kernels/attention.hpp") && __has_include("kernels/compressor.hpp") && \
-    __has_include("kernels/indexer.hpp")
-#define AFF_GPU_ATTENTION 1
-#include "aff/gpu/forward_rope.hpp"
-#include "kernels/attention.hpp"
-#include "kernels/compressor.hpp"
-#include "kernels/indexer.hpp"
-#else
-#define AFF_GPU_ATTENTION 0
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -295,7 +285,6 @@ struct GpuModel::Impl {
 
     // Whether the attention kernels take this model's geometry (their headers state the limits).
     void decide_attention() {
-#if AFF_GPU_ATTENTION
         auto no = [&](std::string why) { attention_why_cpu = std::move(why); };
         if (c.head_dim != 128 && c.head_dim != 256 && c.head_dim != 512)
             return no("head_dim " + std::to_string(c.head_dim) + " (the attention kernel takes 128, 256 or 512)");
@@ -304,9 +293,6 @@ struct GpuModel::Impl {
             return no("indexer geometry outside the indexer kernel's limits");
         if (c.index_topk > kIndexerMaxTopk) return no("index_topk over " + std::to_string(kIndexerMaxTopk));
         attention_on_gpu = true;
-#else
-        attention_why_cpu = "the attention kernels are not in this build";
-#endif
     }
 
     CompressorRefs put_compressor(const CompressorWeights& w, const std::string& p, const Checkpoint* ck) {
@@ -541,7 +527,6 @@ struct GpuModel::Impl {
         return h;
     }
 
-#if AFF_GPU_ATTENTION
     // One compressor step (§3.5, Model::compress): the two projections, then the kernel.
     void run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::uint8_t* state,
                         std::int64_t start, int n, float* kv_buf, float* gate_buf) {
@@ -629,7 +614,6 @@ struct GpuModel::Impl {
             apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
         apply(r.wo_b, z, G * Ro, n, f, D);
     }
-#endif
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n) {
@@ -784,9 +768,7 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
                m.hc_scratch, m.post, m.comb, m.u, s);
         rms_norm(m.u, m.at<float>(r.attn_norm), m.a, n, D, eps, s);
         if (m.attention_on_gpu) {
-#if AFF_GPU_ATTENTION
             m.attention_gpu(l, st.device.as<std::uint8_t>(), st.position, n);
-#endif
         } else {  // attention on the CPU (see forward.hpp)
             m.stream.copy(a_host.data(), m.a, a_host.size() * 4);
             m.stream.synchronize();

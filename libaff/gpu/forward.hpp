@@ -3,22 +3,30 @@
 // and runs the same computation as the CPU reference (libaff/model/forward.cpp), which it is
 // tested against end to end (tests/gpu/forward_test.cpp) on every tiny fixture.
 //
-// What runs where today:
-//   GPU: embedding, mHC pre/expand with Sinkhorn and the hyper head, every RMSNorm, the router
-//        (sqrtsoftplus, bias or hash), routed experts (dense BF16/F32 stacks, ids read on the
-//        device), shared expert, clamped SwiGLU, final norm and head. Dense projections use
-//        fp8_gemv on the checkpoint's own FP8 bytes and E8M0 scales when the shape allows it
-//        (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact dequantised values.
-//   CPU: the attention block of every layer (q/kv projections, sliding window, CSA/HCA
-//        compressors, indexer, sink softmax, grouped output projection), through
-//        Model::attention_block, with its decode state (ring, compressor and indexer state)
-//        on the host: the attention kernels are written separately and are not wired in yet.
-//        The input a goes to the host and the output comes back once per layer.
+// What runs where:
+//   GPU: embedding, mHC pre/expand with Sinkhorn and the hyper head, every RMSNorm, the
+//        attention block (q/kv projections, RoPE, CSA/HCA compressors, indexer top-k, sink
+//        attention over the ring and the compressed entries, de-rotation, grouped output
+//        projection; kernels/attention, compressor, indexer) with its decode state on the
+//        device, the router (sqrtsoftplus, bias or hash), routed experts (dense BF16/F32
+//        stacks, ids read on the device), shared expert, clamped SwiGLU, final norm and head.
+//        Dense projections use fp8_gemv on the checkpoint's own FP8 bytes and E8M0 scales when
+//        the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact values.
+//        A decode step makes no host round trip until the logits.
+//   CPU: the attention block of models whose geometry the attention kernels do not take
+//        (head_dim other than 128/256/512, as in the tiny test fixtures: 64 and 32), through
+//        Model::attention_block with the CPU's own decode state; the block's input goes to
+//        the host and its output comes back once per layer. describe() says which.
 //   Logits come back to the host; sampling stays on the CPU (libaff/runtime/sampler).
+//   Prefill runs the whole prompt (or each chunk) as one batch through the same kernels:
+//   GEMVs in groups of up to 4 tokens, not a GEMM (no prefill speed work yet).
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
-// Not yet: TQ2875 experts from a container (moe_gemv), MTP, several GPUs, CUDA graphs.
+// Routed experts from any other ExpertSource (a quantised container's) are read through its
+// matvec at load into the same dense stacks, for small models only.
+// Not yet: TQ2875 experts through moe_gemv (the codebook GEMV, for real geometry), MTP, batches
+// of several sequences, several GPUs, CUDA graphs.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 
