@@ -150,4 +150,10 @@ void AtomicFile::commit() {
     }
 }
 
+void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes) {
+    AtomicFile out(path);
+    out.write(bytes);
+    out.commit();
+}
+
 }  // namespace aff

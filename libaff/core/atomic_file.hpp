@@ -46,6 +46,9 @@ private:
     bool committed_ = false;
 };
 
+// A whole small file written through an AtomicFile.
+void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes);
+
 // Unlinks every temporary file of a live AtomicFile. Async-signal-safe: the SIGINT
 // handler of the tools calls it before exiting with status 130.
 void remove_registered_temporaries() noexcept;

@@ -50,4 +50,16 @@ std::string to_hex(std::uint64_t value);  // 16 lower-case digits
 // Parses exactly 2·N hex digits (either case); false on anything else.
 bool from_hex(std::string_view text, std::span<std::uint8_t> out);
 
+// splitmix64's finaliser: a cheap, well-mixed bijection of 64 bits. Formats define
+// pseudo-random values with it (the quantiser's rotation signs, its training samples)
+// because a spec can state it in one line and a GPU kernel can recompute it.
+constexpr std::uint64_t splitmix64_mix(std::uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+constexpr std::uint64_t kSplitmix64Gamma = 0x9E3779B97F4A7C15ull;
+// One step of the splitmix64 generator from state x.
+constexpr std::uint64_t splitmix64(std::uint64_t x) { return splitmix64_mix(x + kSplitmix64Gamma); }
+
 }  // namespace aff

@@ -2,6 +2,8 @@
 // files are all read through it, so a 160 GB model costs address space, not RAM.
 #pragma once
 
+#include "aff/core/error.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -35,5 +37,18 @@ private:
     const std::uint8_t* data_ = nullptr;
     std::size_t size_ = 0;
 };
+
+// Maps `path` and returns parse(bytes). An aff::Error from parse that names no file is
+// given `path`, so a format's parser can stay ignorant of where its bytes came from.
+template <class Parse>
+auto parse_mapped_file(const std::string& path, Parse&& parse) {
+    MappedFile file(path);
+    try {
+        return parse(file.bytes());
+    } catch (Error& e) {
+        e.set_path_if_empty(path);
+        throw;
+    }
+}
 
 }  // namespace aff

@@ -101,20 +101,9 @@ Codebook Codebook::parse(std::span<const std::uint8_t> b, const std::string& wha
 }
 
 Codebook Codebook::read_file(const std::string& path) {
-    MappedFile f(path);
-    try {
-        return parse(f.bytes(), "");
-    } catch (Error& e) {
-        e.set_path_if_empty(path);
-        throw;
-    }
+    return parse_mapped_file(path, [](std::span<const std::uint8_t> bytes) { return parse(bytes, ""); });
 }
 
-void Codebook::write_file(const std::string& path) const {
-    AtomicFile out(path);
-    const auto bytes = serialize();
-    out.write(bytes.data(), bytes.size());
-    out.commit();
-}
+void Codebook::write_file(const std::string& path) const { write_file_atomically(path, serialize()); }
 
 }  // namespace aff::quant

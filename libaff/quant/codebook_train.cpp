@@ -3,6 +3,7 @@
 // shard order, so the result is a pure function of the options.
 #include "aff/quant/codebook_train.hpp"
 
+#include "aff/core/hash.hpp"
 #include "aff/quant/half.hpp"
 #include "aff/quant/trellis.hpp"
 
@@ -12,13 +13,6 @@
 namespace aff::quant {
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
 

@@ -75,21 +75,10 @@ ExpertProfile ExpertProfile::parse(std::span<const std::uint8_t> b, const std::s
 }
 
 ExpertProfile ExpertProfile::read_file(const std::string& path) {
-    MappedFile f(path);
-    try {
-        return parse(f.bytes(), "");
-    } catch (Error& e) {
-        e.set_path_if_empty(path);
-        throw;
-    }
+    return parse_mapped_file(path, [](std::span<const std::uint8_t> bytes) { return parse(bytes, ""); });
 }
 
-void ExpertProfile::write_file(const std::string& path) const {
-    AtomicFile out(path);
-    const auto bytes = serialize();
-    out.write(bytes.data(), bytes.size());
-    out.commit();
-}
+void ExpertProfile::write_file(const std::string& path) const { write_file_atomically(path, serialize()); }
 
 ExpertProfile profile_from_imatrix(const Imatrix& im, std::uint32_t max_layers, ProfileFromImatrixReport* report) {
     if (im.legacy)

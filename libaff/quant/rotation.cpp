@@ -4,6 +4,7 @@
 #include "aff/quant/rotation.hpp"
 
 #include "aff/core/error.hpp"
+#include "aff/core/hash.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -32,10 +33,7 @@ void check(std::size_t n) {
 bool rotation_supported(std::size_t n) { return n >= 2 && (n & (n - 1)) == 0; }
 
 float rotation_sign(std::size_t i) {
-    std::uint64_t x = 0x616666726f746174ull + static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
+    const std::uint64_t x = splitmix64_mix(0x616666726f746174ull + static_cast<std::uint64_t>(i) * kSplitmix64Gamma);
     return (x >> 63) ? -1.0f : 1.0f;
 }
 
