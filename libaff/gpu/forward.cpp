@@ -6,8 +6,10 @@
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/error.hpp"
 #include "aff/core/units.hpp"
+#include "aff/gpu/codebook_experts.hpp"
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward_rope.hpp"
+#include "aff/quant/matrix.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
@@ -15,6 +17,7 @@
 #include "kernels/fp8_gemv.hpp"
 #include "kernels/hc.hpp"
 #include "kernels/indexer.hpp"
+#include "kernels/moe_gemv.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/router_topk.hpp"
 #include "kernels/swiglu.hpp"
@@ -95,6 +98,7 @@ struct LayerRefs {
     bool hash = false, has_shared = false;
     Linear shared_w1, shared_w2, shared_w3;
     DenseRef experts_w1, experts_w2, experts_w3;  // stacks [E][rows][cols]
+    std::size_t codebook_w1 = 0, codebook_w2 = 0, codebook_w3 = 0;  // codebook-stored stacks [E][bytes]
 };
 
 // Host-side copies waiting for the arena: bytes are produced when the arena is filled.
@@ -220,6 +224,13 @@ struct GpuModel::Impl {
     // by (TQ2875R's input rotation included), for matrices small enough that this takes
     // moments. Larger ones need the codebook GEMV path (moe_gemv), not wired in yet.
     const DenseExpertSource* dense_experts = nullptr;
+    // Codebook-stored experts (TQ2875), uploaded as stored and multiplied with moe_gemv.
+    const CodebookExperts* codebook_src = nullptr;
+    bool experts_codebook = false;
+    std::string experts_why_dense;
+    std::size_t codebook_dev = 0, w13_bytes = 0, w2_bytes = 0;
+    std::vector<std::int32_t> route_ids_host;
+    std::vector<MoeGemvJob> jobs;
     std::vector<Matrix> materialised;  // [layer][expert][3], when the source is not dense
 
     const Matrix& expert_matrix(int layer, int e, ExpertMatrix which) const {
@@ -252,6 +263,39 @@ struct GpuModel::Impl {
                         for (int r = 0; r < rows; ++r) m.w[std::size_t(r) * cols + j] = y[r];
                     }
                 }
+    }
+
+    // Whether every routed expert is codebook-stored in a form moe_gemv takes: TQ2875 (not
+    // the rotated TQ2875R: no GPU rotation yet), k % 1024 == 0, k <= 4096, n even.
+    bool codebook_experts_fit() {
+        const int D = c.hidden_size, I = c.moe_intermediate_size;
+        auto shape_ok = [](int n, int k) { return k % 1024 == 0 && k <= 4096 && n % 2 == 0; };
+        if (!shape_ok(I, D) || !shape_ok(D, I)) {
+            experts_why_dense = "moe_gemv needs k % 1024 == 0, k <= 4096";
+            return false;
+        }
+        for (int l = 0; l < c.num_layers; ++l)
+            for (int e = 0; e < c.n_routed_experts; ++e)
+                for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
+                    const CodebookExperts::Stored st = codebook_src->codebook_matrix(l, e, which);
+                    if (!st.bytes || st.rotated) {
+                        experts_why_dense = st.bytes ? "TQ2875R experts need a GPU rotation (not written yet)"
+                                                     : "not every expert is codebook-stored";
+                        return false;
+                    }
+                }
+        return true;
+    }
+
+    std::size_t put_codebook_stack(int layer, ExpertMatrix which, std::size_t bytes) {
+        const int E = c.n_routed_experts;
+        const std::size_t at = reserve(bytes * E, plan.expert_bytes);
+        uploads.push_back({at, bytes * E, [this, layer, which, bytes, E](std::uint8_t* dst) {
+                               for (int e = 0; e < E; ++e)
+                                   std::memcpy(dst + std::size_t(e) * bytes,
+                                               codebook_src->codebook_matrix(layer, e, which).bytes, bytes);
+                           }});
+        return at;
     }
 
     // One stack [E][rows][cols] of a routed-expert matrix, in `type`.
@@ -390,11 +434,23 @@ struct GpuModel::Impl {
         hc_head_scale = put_vec(w.hc_head.scale);
         if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
         dense_experts = dynamic_cast<const DenseExpertSource*>(w.experts.get());
-        if (!dense_experts) materialise_experts(*w.experts);
+        codebook_src = dynamic_cast<const CodebookExperts*>(w.experts.get());
+        experts_codebook = codebook_src && codebook_experts_fit();
+        if (experts_codebook) {
+            const std::span<const std::uint16_t> cb = codebook_src->codebook().fp16_values();
+            codebook_dev = reserve(cb.size() * 2, plan.dense_bytes);
+            uploads.push_back({codebook_dev, cb.size() * 2, [cb](std::uint8_t* dst) {
+                                   std::memcpy(dst, cb.data(), cb.size() * 2);
+                               }});
+            w13_bytes = quant::matrix_bytes(c.moe_intermediate_size, c.hidden_size);
+            w2_bytes = quant::matrix_bytes(c.hidden_size, c.moe_intermediate_size);
+        } else if (!dense_experts) {
+            materialise_experts(*w.experts);
+        }
         // One storage type for every expert stack: BF16 when all are exact BF16 (FP4 and BF16
         // checkpoints), else F32.
         expert_type = DenseType::bf16;
-        for (int l = 0; l < c.num_layers && expert_type == DenseType::bf16; ++l)
+        for (int l = 0; l < c.num_layers && expert_type == DenseType::bf16 && !experts_codebook; ++l)
             for (int e = 0; e < c.n_routed_experts && expert_type == DenseType::bf16; ++e)
                 for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                     const Matrix& m = expert_matrix(l, e, which);
@@ -436,9 +492,15 @@ struct GpuModel::Impl {
                 r.shared_w2 = put_linear(lw.ffn.shared_w2, p + "shared_experts.w2.weight", ck);
                 r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
             }
-            r.experts_w1 = put_expert_stack(l, ExpertMatrix::w1, expert_type);
-            r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
-            r.experts_w3 = put_expert_stack(l, ExpertMatrix::w3, expert_type);
+            if (experts_codebook) {
+                r.codebook_w1 = put_codebook_stack(l, ExpertMatrix::w1, w13_bytes);
+                r.codebook_w2 = put_codebook_stack(l, ExpertMatrix::w2, w2_bytes);
+                r.codebook_w3 = put_codebook_stack(l, ExpertMatrix::w3, w13_bytes);
+            } else {
+                r.experts_w1 = put_expert_stack(l, ExpertMatrix::w1, expert_type);
+                r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
+                r.experts_w3 = put_expert_stack(l, ExpertMatrix::w3, expert_type);
+            }
             layers.push_back(r);
         }
     }
@@ -615,6 +677,36 @@ struct GpuModel::Impl {
         apply(r.wo_b, z, G * Ro, n, f, D);
     }
 
+    // Routed experts through moe_gemv (codebook-stored): the chosen ids come to the host to
+    // make the job lists (one sync per layer), up to kMoeGemvMaxJobs experts a launch.
+    void routed_codebook(const LayerRefs& r, int n) {
+        void* s = stream.handle();
+        const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, total = n * k;
+        route_ids_host.resize(total);
+        stream.copy(route_ids_host.data(), route_ids, std::size_t(total) * 4);
+        stream.synchronize();
+        const std::uint8_t* base = arena.as<std::uint8_t>();
+        const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
+        auto run = [&](std::size_t stack, std::size_t bytes, int rows, int cols, const float* x, int x_stride,
+                       int x_group, float* y) {
+            for (int j0 = 0; j0 < total; j0 += kMoeGemvMaxJobs) {
+                const int count = std::min(kMoeGemvMaxJobs, total - j0);
+                jobs.resize(count);
+                for (int i = 0; i < count; ++i) {
+                    const int j = j0 + i;
+                    jobs[i].w = base + stack + std::size_t(route_ids_host[j]) * bytes;
+                    jobs[i].x = x + std::size_t(j / x_group) * x_stride;
+                    jobs[i].y = y + std::size_t(j) * rows;
+                }
+                moe_gemv(jobs.data(), count, rows, cols, 1, cb, s);
+            }
+        };
+        run(r.codebook_w1, w13_bytes, I, D, a, D, k, g1);
+        run(r.codebook_w3, w13_bytes, I, D, a, D, k, g3);
+        swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
+        run(r.codebook_w2, w2_bytes, D, I, g1, I, 1, routed);
+    }
+
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n) {
         void* s = stream.handle();
@@ -642,6 +734,11 @@ struct GpuModel::Impl {
                     r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s);
         const int jobs = n * k;
         const std::uint8_t* base = arena.as<std::uint8_t>();
+        if (experts_codebook) {
+            routed_codebook(r, n);
+            moe_combine(routed, route_w, n, k, D, shared_out, f, s);
+            return;
+        }
         dense_gemv_indexed(base + r.experts_w1.offset, r.experts_w1.type, I, D, route_ids, jobs, a, k, g1, s);
         dense_gemv_indexed(base + r.experts_w3.offset, r.experts_w3.type, I, D, route_ids, jobs, a, k, g3, s);
         swiglu(g1, g3, (long long)jobs * I, limit, g1, s);
@@ -709,8 +806,12 @@ std::string GpuModel::describe() const {
     std::ostringstream o;
     o << "gpu: dense " << format_bytes(m.plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
       << type(m.head.type) << ", linears: " << m.fp8_linears << " fp8, " << m.dense_linears << " dense), routed experts "
-      << format_bytes(m.plan.expert_bytes) << " (" << type(m.expert_type)
-      << (m.dense_experts ? "" : ", decoded from the model's expert source") << "), activations "
+      << format_bytes(m.plan.expert_bytes) << " ("
+      << (m.experts_codebook ? std::string("TQ2875 through moe_gemv")
+                             : std::string(type(m.expert_type)) +
+                                   (m.dense_experts ? "" : ", decoded from the model's expert source") +
+                                   (m.experts_why_dense.empty() ? "" : " (" + m.experts_why_dense + ")"))
+      << "), activations "
       << format_bytes(m.plan.scratch_bytes);
     if (m.attention_on_gpu)
         o << "; attention on the GPU (state " << format_bytes(m.plan.state_bytes) << " a sequence, " << m.max_context

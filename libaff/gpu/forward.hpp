@@ -23,10 +23,13 @@
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
-// Routed experts from any other ExpertSource (a quantised container's) are read through its
-// matvec at load into the same dense stacks, for small models only.
-// Not yet: TQ2875 experts through moe_gemv (the codebook GEMV, for real geometry), MTP, batches
-// of several sequences, several GPUs, CUDA graphs.
+// Routed experts of a source that offers its codebook-stored bytes (CodebookExperts, TQ2875)
+// stay at 2.875 bits a weight on the device and go through moe_gemv (the chosen ids come to the
+// host once per layer to make the job lists) when moe_gemv takes the shape (k % 1024 == 0,
+// k <= 4096: V4-Flash's 4096/2048); any other ExpertSource (TQ2875R, small shapes) is read
+// through its matvec at load into the dense stacks, for small models only.
+// Not yet: a GPU Hadamard rotation for TQ2875R experts, MTP, batches of several sequences,
+// several GPUs, CUDA graphs.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 

@@ -2,7 +2,8 @@
 // (libaff/model/forward.cpp) on every tiny fixture in tests/data/models, and on a random-weight
 // model of the model doc's §8.1 tiny geometry (head_dim 128, which the attention kernels take
 // while the fixtures' 64 and 32 are not), also with its experts behind an opaque ExpertSource
-// (the path a quantised container's experts take): a random prompt (the fixture's oracle length) as one
+// (the path a quantised container's experts take), and a wider variant whose experts are
+// quantised to TQ2875 and multiplied by moe_gemv on the GPU: a random prompt (the fixture's oracle length) as one
 // prefill (every position's logits) or as chunks, then decode steps that feed back the argmax.
 // Rows: logits NMSE and max |difference| over all positions, and the count of positions whose
 // argmax differs (bound 0). Also checks that a --gpu-mib cap too small for the model gives the
@@ -12,10 +13,12 @@
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
+#include "aff/gpu/codebook_experts.hpp"
 #include "aff/gpu/forward.hpp"
 #include "aff/model/config.hpp"
 #include "aff/model/forward.hpp"
 #include "aff/model/weights.hpp"
+#include "aff/quant/matrix.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -81,10 +84,68 @@ private:
     std::shared_ptr<const aff::ExpertSource> inner_;
 };
 
+// Routed experts quantised to TQ2875 (built-in codebook, no rotation), as a quantised
+// container holds them: the CPU multiplies through quant::matvec, the GPU model takes the
+// stored bytes (CodebookExperts) to moe_gemv.
+class CodebookTestExperts final : public aff::ExpertSource, public aff::CodebookExperts {
+public:
+    CodebookTestExperts(const aff::DenseExpertSource& dense, int layers, int experts, aff::ThreadPool& pool)
+        : experts_(experts) {
+        aff::quant::MatrixOptions opt;
+        opt.rotation = aff::quant::Rotation::off;
+        for (int l = 0; l < layers; ++l)
+            for (int e = 0; e < experts; ++e)
+                for (aff::ExpertMatrix which : {aff::ExpertMatrix::w1, aff::ExpertMatrix::w2, aff::ExpertMatrix::w3}) {
+                    const aff::Matrix& m = dense.at(l, e, which);
+                    Entry& q = m_.emplace_back();
+                    q.rows = m.rows;
+                    q.cols = m.cols;
+                    q.bytes.resize(aff::quant::matrix_bytes(m.rows, m.cols));
+                    aff::quant::quantize_matrix(m.w, m.rows, m.cols, {}, opt, codebook(), pool, q.bytes);
+                }
+    }
+    void matvec(int layer, int expert, aff::ExpertMatrix which, const float* x, float* y) const override {
+        const Entry& q = at(layer, expert, which);
+        aff::quant::matvec(q.bytes, q.rows, q.cols, false, codebook(), x, y);
+    }
+    Stored codebook_matrix(int layer, int expert, aff::ExpertMatrix which) const override {
+        return {at(layer, expert, which).bytes.data(), false};
+    }
+    const aff::quant::Codebook& codebook() const override { return aff::quant::Codebook::builtin(); }
+
+private:
+    struct Entry {
+        std::size_t rows = 0, cols = 0;
+        std::vector<std::uint8_t> bytes;
+    };
+    const Entry& at(int layer, int expert, aff::ExpertMatrix which) const {
+        return m_[(std::size_t(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
+    }
+    int experts_;
+    std::vector<Entry> m_;
+};
+
+enum class ExpertForm { dense, opaque, codebook };
+
+// The §8.1 geometry widened so moe_gemv takes the experts (D = I = 1024), 3 layers
+// (sliding, CSA, HCA), 8 experts, top 2.
+nlohmann::json wide_config() {
+    nlohmann::json j = nlohmann::json::parse(kSyntheticConfig);
+    j["hidden_size"] = 1024;
+    j["moe_intermediate_size"] = 1024;
+    j["n_routed_experts"] = 8;
+    j["num_experts_per_tok"] = 2;
+    j["num_hidden_layers"] = 3;
+    j["layer_types"] = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"};
+    j["mlp_layer_types"] = {"hash_moe", "moe", "moe"};
+    return j;
+}
+
 // Random weights of the config's shapes, rounded to BF16 as a checkpoint would hold them.
-// opaque_experts: routed experts behind OpaqueExperts.
-std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, bool opaque_experts = false) {
-    const aff::ModelConfig c = aff::parse_model_config(nlohmann::json::parse(kSyntheticConfig), "synthetic");
+// form: routed experts as dense matrices, behind OpaqueExperts, or quantised (codebook).
+std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, ExpertForm form = ExpertForm::dense,
+                                            const nlohmann::json& config = nlohmann::json::parse(kSyntheticConfig)) {
+    const aff::ModelConfig c = aff::parse_model_config(config, "synthetic");
     auto bf16 = [](float v) {
         std::uint32_t u;
         std::memcpy(&u, &v, 4);
@@ -185,7 +246,9 @@ std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, bool opaque_e
         }
         w.layers.push_back(std::move(L));
     }
-    if (opaque_experts) w.experts = std::make_shared<OpaqueExperts>(std::move(experts));
+    if (form == ExpertForm::opaque) w.experts = std::make_shared<OpaqueExperts>(std::move(experts));
+    else if (form == ExpertForm::codebook)
+        w.experts = std::make_shared<CodebookTestExperts>(*experts, c.num_layers, E, pool);
     else w.experts = std::move(experts);
     return std::make_unique<aff::Model>(c, std::move(w), pool);
 }
@@ -273,8 +336,11 @@ AFF_DEVICE_TEST("forward") {
         auto cpu = synthetic_model(pool);
         compare("synthetic §8.1", *cpu, nullptr, 70, {70}, rows);
         compare("synthetic §8.1", *cpu, nullptr, 70, {23, 47}, rows);
-        auto opaque = synthetic_model(pool, true);
+        auto opaque = synthetic_model(pool, ExpertForm::opaque);
         compare("synthetic §8.1, experts via matvec", *opaque, nullptr, 70, {70}, rows);
+        auto quantised = synthetic_model(pool, ExpertForm::codebook, wide_config());
+        compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {40}, rows);
+        compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {17, 23}, rows);
     } catch (const std::exception& e) {
         rows.push_back({"forward", std::string("synthetic §8.1 threw: ") + e.what(), INFINITY, 0.0, false});
     }
