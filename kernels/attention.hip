@@ -1,8 +1,10 @@
 // Attention kernel (declarations, layouts and contract in attention.hpp). One block per
-// (head, token); its eight warps take the query's keys in turn, four keys per step, each warp
-// keeping an online softmax (running max, denominator and weighted sum of the keys it saw);
-// the warps' partial results and the sink logit are merged at the end. A lane holds four
-// channels of each 128-channel slice, so a key row is read as coalesced 16-byte loads.
+// (head pair, token, key range); its eight warps take the range's keys in turn, two keys per
+// step, each warp keeping an online softmax per head (running max, denominator and weighted
+// sum of the keys it saw); each key row a warp loads serves both heads. The warps' partials are
+// merged in shared memory, with the sink logit when there is one range; with several (decode
+// with scratch) each range writes its partial and attention_combine_kernel merges them. A lane
+// holds four channels of each 128-channel slice: key rows are read as coalesced 16-byte loads.
 #include "kernels/attention.hpp"
 
 #include "aff/gpu/check.hpp"
@@ -13,23 +15,44 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
-constexpr int kUnroll = 4;    // keys per warp step: independent loads in flight
+constexpr int kTargetBlocks = 528;  // decode: split the keys until about 4 blocks per H200 SM
+constexpr int kMaxSplits = 32;
+constexpr int kMinSplitKeys = 64;
 constexpr int kMaxDim = 512;
 constexpr float kNegInf = -__builtin_huge_valf();
 
-__device__ inline int visible(int count, long long p, int ratio) {
+__host__ __device__ inline int visible(int count, long long p, int ratio) {
     const long long v = (p + 1) / ratio;
     return v < count ? static_cast<int>(v) : count;
 }
 
-// kC = head_dim / 128 float4 slices per lane.
-template <int kC>
-__global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
+// The keys of query t: window rows first, then its entries. Null past the end.
+__device__ inline const float* key_row(const AttentionArgs& a, int t, long long first, int wcount, int keys, int j,
+                                       int dim) {
+    if (j < wcount) {
+        const long long pos = first + j;
+        return pos >= a.start ? a.kv + static_cast<size_t>(pos - a.start) * dim
+                              : a.ring + static_cast<size_t>(pos % a.window) * dim;
+    }
+    if (j >= keys) return nullptr;
+    const int e = j - wcount;
+    const int idx = a.selected ? a.selected[static_cast<size_t>(t) * a.selected_stride + e] : e;
+    return a.entries + static_cast<size_t>(idx) * dim;
+}
+
+// Block (head group, token · splits + split): kHB heads share every key row a warp loads;
+// the query's keys are cut into `splits` contiguous ranges. kC = head_dim / 128 float4
+// slices per lane. splits == 1: the block applies the sink and writes out; else it writes its
+// partial (max, denominator, weighted sum) to scratch for attention_combine_kernel.
+template <int kC, int kHB>
+__global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, int splits, float* scratch) {
     constexpr int kDim = kC * 128;
+    constexpr int kUnroll = kHB == 1 ? 4 : 2;  // keys per warp step: independent loads in flight
     __shared__ float sm_acc[kWarps][kDim];
     __shared__ float sm_m[kWarps], sm_l[kWarps];
-    const int h = static_cast<int>(dev::block_x());
-    const int t = static_cast<int>(dev::block_y());
+    const int h0 = static_cast<int>(dev::block_x()) * kHB;
+    const int t = static_cast<int>(dev::block_y()) / splits;
+    const int split = static_cast<int>(dev::block_y()) % splits;
     const int warp = static_cast<int>(dev::thread_x()) / kWarp;
     const int lane = static_cast<int>(dev::lane_id());
     const long long p = a.start + t;
@@ -38,96 +61,151 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     int ecount = 0;
     if (a.entries) ecount = a.selected ? a.selected_count[t] : visible(a.entry_count, p, a.ratio);
     const int keys = wcount + ecount;
+    const int per_split = (keys + splits - 1) / splits;
+    const int begin = split * per_split;
+    const int end = begin + per_split < keys ? begin + per_split : keys;
 
-    const float4* q4 = reinterpret_cast<const float4*>(a.q + (static_cast<size_t>(t) * a.heads + h) * kDim);
-    float4 q[kC], acc[kC];
+    float4 q[kHB][kC], acc[kHB][kC];
+    float m[kHB], l[kHB];
 #pragma unroll
-    for (int c = 0; c < kC; ++c) {
-        q[c] = q4[c * kWarp + lane];
-        acc[c] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-    }
-    const float scale = 1.0f / sqrtf(static_cast<float>(kDim));
-    float m = kNegInf, l = 0.0f;
-
-    for (int base = warp * kUnroll; base < keys; base += kWarps * kUnroll) {
-        float4 k[kUnroll][kC];
-        float s[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int j = base + u;
-            const float* row = nullptr;
-            if (j < wcount) {
-                const long long pos = first + j;
-                row = pos >= a.start ? a.kv + static_cast<size_t>(pos - a.start) * kDim
-                                     : a.ring + static_cast<size_t>(pos % a.window) * kDim;
-            } else if (j < keys) {
-                const int e = j - wcount;
-                const int idx = a.selected ? a.selected[static_cast<size_t>(t) * a.selected_stride + e] : e;
-                row = a.entries + static_cast<size_t>(idx) * kDim;
-            }
-            float part = 0.0f;
-#pragma unroll
-            for (int c = 0; c < kC; ++c) {
-                k[u][c] = row ? reinterpret_cast<const float4*>(row)[c * kWarp + lane] : float4{0.0f, 0.0f, 0.0f, 0.0f};
-                part += q[c].x * k[u][c].x + q[c].y * k[u][c].y + q[c].z * k[u][c].z + q[c].w * k[u][c].w;
-            }
-            s[u] = row ? part : kNegInf;
-        }
-        float step_max = m;
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            if (s[u] != kNegInf) s[u] = dev::warp_sum(s[u]) * scale;
-            step_max = fmaxf(step_max, s[u]);
-        }
-        // The first key of a warp is always real, so step_max is finite here.
-        const float corr = expf(m - step_max);
-        l *= corr;
+    for (int hh = 0; hh < kHB; ++hh) {
+        const float4* q4 = reinterpret_cast<const float4*>(a.q + (static_cast<size_t>(t) * a.heads + h0 + hh) * kDim);
 #pragma unroll
         for (int c = 0; c < kC; ++c) {
-            acc[c].x *= corr;
-            acc[c].y *= corr;
-            acc[c].z *= corr;
-            acc[c].w *= corr;
+            q[hh][c] = q4[c * kWarp + lane];
+            acc[hh][c] = float4{0.0f, 0.0f, 0.0f, 0.0f};
         }
+        m[hh] = kNegInf;
+        l[hh] = 0.0f;
+    }
+    const float scale = 1.0f / sqrtf(static_cast<float>(kDim));
+
+    for (int base = begin + warp * kUnroll; base < end; base += kWarps * kUnroll) {
+        float4 k[kUnroll][kC];
+        float s[kUnroll][kHB];
+        bool real[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            const float e = expf(s[u] - step_max);  // 0 for a padding slot (−inf)
-            l += e;
+            const float* row = base + u < end ? key_row(a, t, first, wcount, keys, base + u, kDim) : nullptr;
+            real[u] = row != nullptr;  // the same for the whole warp
 #pragma unroll
-            for (int c = 0; c < kC; ++c) {
-                acc[c].x += e * k[u][c].x;
-                acc[c].y += e * k[u][c].y;
-                acc[c].z += e * k[u][c].z;
-                acc[c].w += e * k[u][c].w;
+            for (int c = 0; c < kC; ++c)
+                k[u][c] = row ? reinterpret_cast<const float4*>(row)[c * kWarp + lane] : float4{0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int hh = 0; hh < kHB; ++hh) {
+                float part = 0.0f;
+#pragma unroll
+                for (int c = 0; c < kC; ++c)
+                    part += q[hh][c].x * k[u][c].x + q[hh][c].y * k[u][c].y + q[hh][c].z * k[u][c].z + q[hh][c].w * k[u][c].w;
+                s[u][hh] = part;
             }
         }
-        m = step_max;
+#pragma unroll
+        for (int hh = 0; hh < kHB; ++hh) {
+            float step_max = m[hh];
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                s[u][hh] = real[u] ? dev::warp_sum(s[u][hh]) * scale : kNegInf;
+                step_max = fmaxf(step_max, s[u][hh]);
+            }
+            // Slot 0 of a step is always a real key, so step_max is finite.
+            const float corr = expf(m[hh] - step_max);
+            l[hh] *= corr;
+#pragma unroll
+            for (int c = 0; c < kC; ++c) {
+                acc[hh][c].x *= corr;
+                acc[hh][c].y *= corr;
+                acc[hh][c].z *= corr;
+                acc[hh][c].w *= corr;
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const float e = expf(s[u][hh] - step_max);  // 0 for a padding slot (−inf)
+                l[hh] += e;
+#pragma unroll
+                for (int c = 0; c < kC; ++c) {
+                    acc[hh][c].x += e * k[u][c].x;
+                    acc[hh][c].y += e * k[u][c].y;
+                    acc[hh][c].z += e * k[u][c].z;
+                    acc[hh][c].w += e * k[u][c].w;
+                }
+            }
+            m[hh] = step_max;
+        }
     }
 
+    // Merge the warps, one head at a time through shared memory.
 #pragma unroll
-    for (int c = 0; c < kC; ++c) reinterpret_cast<float4*>(sm_acc[warp])[c * kWarp + lane] = acc[c];
-    if (lane == 0) {
-        sm_m[warp] = m;
-        sm_l[warp] = l;
+    for (int hh = 0; hh < kHB; ++hh) {
+        const int h = h0 + hh;
+#pragma unroll
+        for (int c = 0; c < kC; ++c) reinterpret_cast<float4*>(sm_acc[warp])[c * kWarp + lane] = acc[hh][c];
+        if (lane == 0) {
+            sm_m[warp] = m[hh];
+            sm_l[warp] = l[hh];
+        }
+        dev::sync_block();
+        // splits == 1: the sink joins here. Else the split's own max (−inf if it saw no key).
+        const float sink = a.sink[h];
+        float big = splits == 1 ? sink : kNegInf;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) big = fmaxf(big, sm_m[w]);
+        float denom = splits == 1 ? expf(sink - big) : 0.0f;
+        float weight[kWarps];
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+            weight[w] = sm_l[w] > 0.0f ? expf(sm_m[w] - big) : 0.0f;  // a warp that saw no key: m = −inf
+            denom += sm_l[w] * weight[w];
+        }
+        if (splits == 1) {
+            const float inv = 1.0f / denom;
+            float* out = a.out + (static_cast<size_t>(t) * a.heads + h) * kDim;
+            for (int d = static_cast<int>(dev::thread_x()); d < kDim; d += kThreads) {
+                float v = 0.0f;
+#pragma unroll
+                for (int w = 0; w < kWarps; ++w) v += sm_acc[w][d] * weight[w];
+                out[d] = v * inv;
+            }
+        } else {
+            // Partial [max, denominator, Σ weighted keys (kDim)] of (token, head, split).
+            float* part = scratch + ((static_cast<size_t>(t) * a.heads + h) * splits + split) * (kDim + 2);
+            if (dev::thread_x() == 0) {
+                part[0] = big;
+                part[1] = denom;
+            }
+            for (int d = static_cast<int>(dev::thread_x()); d < kDim; d += kThreads) {
+                float v = 0.0f;
+#pragma unroll
+                for (int w = 0; w < kWarps; ++w) v += sm_acc[w][d] * weight[w];
+                part[2 + d] = v;
+            }
+        }
+        dev::sync_block();
     }
-    dev::sync_block();
+}
+
+// Block (head, token): merges the splits' partials and the sink.
+__global__ void __launch_bounds__(kThreads) attention_combine_kernel(AttentionArgs a, int splits, const float* scratch) {
+    const int h = static_cast<int>(dev::block_x());
+    const int t = static_cast<int>(dev::block_y());
+    const int dim = a.head_dim;
+    const float* part = scratch + (static_cast<size_t>(t) * a.heads + h) * splits * (dim + 2);
     const float sink = a.sink[h];
     float big = sink;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, sm_m[w]);
+    for (int s = 0; s < splits; ++s) big = fmaxf(big, part[static_cast<size_t>(s) * (dim + 2)]);
     float denom = expf(sink - big);
-    float weight[kWarps];
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-        weight[w] = sm_l[w] > 0.0f ? expf(sm_m[w] - big) : 0.0f;  // a warp that saw no key: m = −inf
-        denom += sm_l[w] * weight[w];
+    for (int s = 0; s < splits; ++s) {
+        const float* ps = part + static_cast<size_t>(s) * (dim + 2);
+        if (ps[1] > 0.0f) denom += ps[1] * expf(ps[0] - big);
     }
     const float inv = 1.0f / denom;
-    float* out = a.out + (static_cast<size_t>(t) * a.heads + h) * kDim;
-    for (int d = static_cast<int>(dev::thread_x()); d < kDim; d += kThreads) {
+    float* out = a.out + (static_cast<size_t>(t) * a.heads + h) * dim;
+    for (int d = static_cast<int>(dev::thread_x()); d < dim; d += kThreads) {
         float v = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) v += sm_acc[w][d] * weight[w];
+        for (int s = 0; s < splits; ++s) {
+            const float* ps = part + static_cast<size_t>(s) * (dim + 2);
+            if (ps[1] > 0.0f) v += ps[2 + d] * expf(ps[0] - big);
+        }
         out[d] = v * inv;
     }
 }
@@ -142,20 +220,59 @@ __global__ void __launch_bounds__(kThreads) ring_store_kernel(float* ring, const
 
 }  // namespace
 
+int attention_splits(const AttentionArgs& a) {
+    if (!a.scratch || a.n <= 0 || a.heads <= 0) return 1;
+    const int groups = a.heads % 2 == 0 ? a.heads / 2 : a.heads;
+    const long long blocks = static_cast<long long>(groups) * a.n;
+    if (blocks >= kTargetBlocks) return 1;
+    int splits = static_cast<int>((kTargetBlocks + blocks - 1) / blocks);
+    // At least kMinSplitKeys keys a range (of the most any token can have): below that the
+    // partials' traffic outweighs the parallelism (measured: window-only decode got slower).
+    const long long last = a.start + a.n - 1;
+    long long keys = last + 1 < a.window ? last + 1 : a.window;
+    if (a.entries) keys += a.selected ? a.selected_stride : visible(a.entry_count, last, a.ratio);
+    const long long by_keys = (keys + kMinSplitKeys - 1) / kMinSplitKeys;
+    if (by_keys < splits) splits = static_cast<int>(by_keys);
+    if (splits < 1) splits = 1;
+    return splits < kMaxSplits ? splits : kMaxSplits;
+}
+
+size_t attention_scratch_bytes(int n, int heads, int head_dim) {
+    return static_cast<size_t>(n) * heads * kMaxSplits * (head_dim + 2) * sizeof(float);
+}
+
+namespace {
+template <int kC>
+void launch(const AttentionArgs& a, int splits, hipStream_t s) {
+    if (a.heads % 2 == 0) {
+        const dim3 grid(static_cast<unsigned>(a.heads / 2), static_cast<unsigned>(a.n * splits));
+        attention_kernel<kC, 2><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
+    } else {
+        const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.n * splits));
+        attention_kernel<kC, 1><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
+    }
+    AFF_GPU_CHECK(hipGetLastError());
+}
+}  // namespace
+
 void attention(const AttentionArgs& a, void* stream) {
     if (a.n < 0 || a.n > 65535) throw_argument("attention", "n must be in 0..65535");
     if (a.heads <= 0 || a.window <= 0 || a.start < 0) throw_argument("attention", "heads and window must be > 0, start >= 0");
     if (a.entries && !a.selected && a.ratio <= 0) throw_argument("attention", "entries without a selection need ratio > 0");
     if (a.n == 0) return;
-    const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.n));
+    const int splits = attention_splits(a);
     const hipStream_t s = static_cast<hipStream_t>(stream);
     switch (a.head_dim) {
-        case 128: attention_kernel<1><<<grid, dim3(kThreads), 0, s>>>(a); break;
-        case 256: attention_kernel<2><<<grid, dim3(kThreads), 0, s>>>(a); break;
-        case kMaxDim: attention_kernel<4><<<grid, dim3(kThreads), 0, s>>>(a); break;
+        case 128: launch<1>(a, splits, s); break;
+        case 256: launch<2>(a, splits, s); break;
+        case kMaxDim: launch<4>(a, splits, s); break;
         default: throw_argument("attention", "head_dim must be 128, 256 or 512");
     }
-    AFF_GPU_CHECK(hipGetLastError());
+    if (splits > 1) {
+        attention_combine_kernel<<<dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.n)), dim3(kThreads), 0, s>>>(
+            a, splits, a.scratch);
+        AFF_GPU_CHECK(hipGetLastError());
+    }
 }
 
 void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream) {

@@ -18,6 +18,7 @@
 // ≥ start, from the ring before), then its entries. Causal inside the chunk by construction.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace aff::gpu {
@@ -39,18 +40,28 @@ struct AttentionArgs {
     int entry_count = 0;     // entries emitted so far
     int ratio = 0;           // compress ratio (visibility rule); ignored without entries
     int selected_stride = 0;
+    // Optional, for decode: device scratch of attention_scratch_bytes(n, heads, head_dim). With
+    // it, a launch of few blocks (n · heads / 2 under ~4 per SM) also splits each query's keys
+    // into ranges merged by a second kernel; without it, one block per (head pair, token).
+    float* scratch = nullptr;
 };
 
 // Throws unsupported for a head_dim other than 128/256/512 or n out of range.
 void attention(const AttentionArgs& a, void* stream);
+
+// Bytes of scratch a launch of n tokens may use (n = 4, 64 × 512: 16.8 MB; decode only needs it).
+size_t attention_scratch_bytes(int n, int heads, int head_dim);
+
+// The key ranges per query a launch uses (1 without scratch); for tests and benchmarks.
+int attention_splits(const AttentionArgs& a);
 
 // ring[(start + t) mod window] ← kv[t] for the chunk's last min(n, window) tokens. Launch after
 // attention() on the same stream (the queries read the ring as it was before the chunk).
 void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream);
 
 // fp32 dot products and softmax, summed in another order than the CPU (online softmax over
-// eight warps): measured up to 7.5e-13 (max relative error 2.1e-6) on the H200, 2026-11-29
-// (tests/gpu/attention_test.cpp).
+// warps and key ranges): measured up to 7.9e-13 (max relative error 2.1e-6) on the H200,
+// 2026-11-29 (tests/gpu/attention_test.cpp).
 inline constexpr double attention_max_nmse = 1e-10;
 
 }  // namespace aff::gpu

@@ -7,6 +7,7 @@
 // several times the L2), as decode over 43 layers would. Random data, never zeros. Timing:
 // events around a captured graph of back-to-back launches, median of 7 (gpu_bench.hpp). The
 // last three lines are the CSA batch-1 figure, its bound and the ratio (tests/bench/RESULTS.md).
+// Launches pass decode scratch, so batch-1/4 steps take the split-range path.
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "kernels/attention.hpp"
@@ -92,6 +93,7 @@ int main() {
             std::vector<int32_t> counts(n, c.selected);
             Buffer count(n * sizeof(int32_t));
             upload(count, counts.data(), counts.size() * sizeof(int32_t));
+            Buffer scratch(attention_scratch_bytes(n, kHeads, kDim));
             Stream s;
             Result r = measure(copies, s, [&](int i, const Stream& st) {
                 AttentionArgs a;
@@ -115,6 +117,7 @@ int main() {
                     a.selected_count = count.as<int32_t>();
                     a.selected_stride = c.selected;
                 }
+                a.scratch = scratch.as<float>();
                 attention(a, st.handle());
             });
             // Rows each step must read once: the window (ring and this step's latents) and the

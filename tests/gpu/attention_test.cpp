@@ -2,7 +2,8 @@
 // aff::ring_store in libaff/model/attention_ops), on the tiny fixture geometry (4 heads × 128,
 // window 16) and V4-Flash's (64 heads × 512, window 128, CSA top-512, HCA ratio 128), for the
 // sliding, CSA (explicit selection) and HCA (every visible entry) kinds, decode (1 and 4 tokens)
-// and prefill chunks from position 0 and from the middle of a sequence.
+// and prefill chunks from position 0 and from the middle of a sequence; each case with and
+// without decode scratch (keys split into ranges and merged by a second kernel).
 #include "device_test.hpp"
 
 #include "aff/core/thread_pool.hpp"
@@ -95,6 +96,16 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
         a.selected_stride = g.topk;
     }
     aff::gpu::Stream s;
+    // Split path first (decode: the keys cut into ranges, merged by the combine kernel).
+    aff::gpu::Buffer scratch = poisoned(aff::gpu::attention_scratch_bytes(n, H, Dh) / sizeof(float));
+    a.scratch = scratch.as<float>();
+    const int splits = aff::gpu::attention_splits(a);
+    aff::gpu::attention(a, s.handle());
+    s.synchronize();
+    const std::vector<float> got_split = to_host<float>(dout, want.size());
+    dout = poisoned(want.size());
+    a.out = dout.as<float>();
+    a.scratch = nullptr;
     aff::gpu::attention(a, s.handle());
     aff::gpu::ring_store(dring.as<float>(), dkv.as<float>(), n, Dh, W, start, s.handle());
     s.synchronize();
@@ -107,6 +118,11 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     add(rows, "attention", what + " nmse", nmse(got, want), aff::gpu::attention_max_nmse);
     add(rows, "attention", what + " max rel", max_rel(got, want), 1e-5);
     add(rows, "attention", what + " ring", nmse(got_ring, want_ring), 0.0);
+    const std::string split_what = what + " " + std::to_string(splits) + " splits";
+    add(rows, "attention", split_what + " nmse", nmse(got_split, want), aff::gpu::attention_max_nmse);
+    add(rows, "attention", split_what + " max rel", max_rel(got_split, want), 1e-5);
+    // Decode at V4-Flash geometry must take the split path (else it went untested).
+    if (H == 64 && n <= 4 && start > 1000) add(rows, "attention", what + " used splits", splits > 1 ? 0.0 : 1.0, 0.0);
 }
 
 }  // namespace
