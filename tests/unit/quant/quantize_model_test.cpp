@@ -18,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -390,4 +391,63 @@ TEST_CASE("quantize: a legacy .dat imatrix weighs the experts but makes no profi
     CHECK_FALSE(same("layers.0.ffn.experts.2.w3.weight"));
     CHECK(same("layers.0.ffn.experts.2.w2.weight"));
     CHECK(same("layers.1.ffn.experts.2.w1.weight"));
+}
+
+TEST_CASE("quantize: fused transformers expert tensors (tiny-c) are split per expert", "[quant]") {
+    TempDir dir;
+    const QuantizeReport r = run(options(model("tiny-c"), dir / "m.aff"));
+    const aff::Container c = aff::Container::open(dir / "m.aff");
+    const aff::Checkpoint ck(model("tiny-c"));
+    const aff::ModelConfig mc = aff::parse_model_config(ck.config_json(), "config.json");
+    const std::size_t experts = std::size_t(mc.num_layers) * std::size_t(mc.n_routed_experts);
+    CHECK(r.experts == experts);
+    CHECK(c.experts().size() == experts);
+    CHECK(check_against_checkpoint(c, ck, Codebook::builtin(), 0.06) == experts * 3);
+    CHECK(c.tensor("layers.0.ffn.experts.5.w3.weight").shape ==
+          std::vector<std::uint64_t>{std::uint64_t(mc.moe_intermediate_size), std::uint64_t(mc.hidden_size)});
+}
+
+TEST_CASE("quantize: FP8 block-scaled experts (the Base checkpoints) are dequantised exactly", "[quant]") {
+    // One layer of tiny-a-fp8's geometry whose 8 experts are F8_E4M3 with F32 scales.
+    TempDir dir;
+    fs::create_directories(dir.path / "ck");
+    const nlohmann::json cfg = truncate_config(aff::Checkpoint(model("tiny-a-fp8")).config_json(), 1, "config.json");
+    std::ofstream(dir / "ck/config.json") << cfg.dump(1);
+    nlohmann::json header = nlohmann::json::object();
+    std::vector<std::uint8_t> data;
+    auto add = [&](const std::string& name, const char* dtype, std::vector<std::uint64_t> shape,
+                   const std::vector<std::uint8_t>& bytes) {
+        header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + bytes.size()}}};
+        data.insert(data.end(), bytes.begin(), bytes.end());
+    };
+    std::uint32_t x = 1;
+    for (int e = 0; e < 8; ++e)
+        for (int w = 1; w <= 3; ++w) {
+            const std::uint64_t rows = w == 2 ? 128 : 32, cols = w == 2 ? 32 : 128;
+            std::vector<std::uint8_t> codes(rows * cols);
+            for (auto& b : codes) {
+                x = x * 1664525u + 1013904223u;
+                b = static_cast<std::uint8_t>((x >> 24) & 0xF7) | 0x20;  // finite E4M3, never NaN
+            }
+            const float scale = 0.125f * float(e + 1);
+            std::vector<std::uint8_t> s(4);
+            std::memcpy(s.data(), &scale, 4);
+            const std::string p = "layers.0.ffn.experts." + std::to_string(e) + ".w" + std::to_string(w);
+            add(p + ".weight", "F8_E4M3", {rows, cols}, codes);
+            add(p + ".scale", "F32", {1, 1}, s);
+        }
+    std::string text = header.dump();
+    text.resize((text.size() + 7) / 8 * 8, ' ');
+    std::vector<std::uint8_t> file(8);
+    for (int i = 0; i < 8; ++i) file[std::size_t(i)] = static_cast<std::uint8_t>(std::uint64_t(text.size()) >> (8 * i));
+    file.insert(file.end(), text.begin(), text.end());
+    file.insert(file.end(), data.begin(), data.end());
+    write_all(dir / "ck/model.safetensors", file);
+
+    const QuantizeReport r = run(options(dir / "ck", dir / "m.aff"));
+    CHECK(r.experts == 8);
+    const aff::Container c = aff::Container::open(dir / "m.aff");
+    const aff::Checkpoint ck(dir / "ck");
+    CHECK(check_against_checkpoint(c, ck, Codebook::builtin(), 0.06) == 8 * 3);
+    CHECK(c.tensors().size() == 8 * 3);  // the scales are absorbed, not stored
 }
