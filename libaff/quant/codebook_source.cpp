@@ -7,6 +7,7 @@
 #include "aff/core/mapped_file.hpp"
 
 #include <cstring>
+#include <optional>
 
 namespace aff::quant {
 
@@ -21,21 +22,13 @@ CodebookSource from_bytes(std::span<const std::uint8_t> bytes, const std::string
 
 CodebookSource load_codebook_source(const std::string& path) {
     static constexpr std::uint8_t kContainerMagic[8] = {0x89, 'A', 'F', 'F', 0x0D, 0x0A, 0x1A, 0x0A};
-    bool is_container = false;
-    {
-        MappedFile f(path);
-        is_container = f.size() >= 8 && std::memcmp(f.data(), kContainerMagic, 8) == 0;
-        if (!is_container) {
-            try {
-                return from_bytes(f.bytes(), "", false);
-            } catch (Error& e) {
-                e.set_path_if_empty(path);
-                throw;
-            }
-        }
-    }
-    Container c = Container::open(path);
-    auto section = c.codebook();
+    std::optional<CodebookSource> standalone = parse_mapped_file(path, [](std::span<const std::uint8_t> b) {
+        if (b.size() >= 8 && std::memcmp(b.data(), kContainerMagic, 8) == 0) return std::optional<CodebookSource>();
+        return std::optional<CodebookSource>(from_bytes(b, "", false));
+    });
+    if (standalone) return std::move(*standalone);
+    const Container c = Container::open(path);
+    const auto section = c.codebook();
     if (!section)
         throw_format("has no codebook section (CBOK): give the main container or a codebook file", path);
     try {

@@ -9,6 +9,7 @@
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/container/writer.hpp"
 #include "aff/core/error.hpp"
+#include "aff/core/mapped_file.hpp"
 #include "aff/model/config.hpp"
 #include "aff/quant/codebook_source.hpp"
 #include "aff/quant/config_truncate.hpp"
@@ -90,16 +91,8 @@ std::vector<std::string> source_files(const Checkpoint& ck, const std::vector<st
 }
 
 std::string read_text(const std::string& path) {
-    std::string text;
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw_errno("cannot open", path, errno);
-    char buf[1 << 16];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    const bool failed = std::ferror(f);
-    std::fclose(f);
-    if (failed) throw_io("cannot read", path);
-    return text;
+    const MappedFile f(path);
+    return f.size() ? std::string(reinterpret_cast<const char*>(f.data()), f.size()) : std::string();
 }
 
 struct ErrorSums {
