@@ -265,6 +265,16 @@ TEST_CASE("quantize: --layers keeps the first layers and a consistent config", "
     CHECK(t.at("mlp_layer_types") == nlohmann::json::array({"hash_moe", "hash_moe", "moe"}));
     CHECK(aff::parse_model_config(t, "config.json").num_layers == 3);
 
+    // A draft made with the same --layers records the same config, so the two pair.
+    QuantizeOptions d = o;
+    d.out_path = dir / "d.aff";
+    d.draft = true;
+    d.codebook_path = dir / "m.aff";
+    run(d);
+    const aff::Container draft = aff::Container::open(dir / "d.aff");
+    CHECK(draft.metadata().at("config") == cfg);
+    CHECK(draft.experts().size() == 8);
+
     o.layers = 7;
     o.out_path = dir / "x.aff";
     CHECK_THROWS_WITH(run(o), "--layers 7 is out of range: the checkpoint has 6 layers");
