@@ -8,6 +8,7 @@
 //     aff_make_random_model OUT_DIR [SEED]
 // writes OUT_DIR/config.json and OUT_DIR/model.safetensors (official tensor names).
 #include "aff/core/atomic_file.hpp"
+#include "aff/core/hash.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -31,15 +32,11 @@ const char* const kLayerTypes[L] = {"sliding_attention", "compressed_sparse_atte
                                     "compressed_sparse_attention"};
 const bool kHash[L] = {true, true, false, false, false, false};
 
-// splitmix64: tiny, fixed, and the same on every platform (std::uniform_real_distribution is not).
+// The splitmix64 generator (core/hash.hpp): fixed and the same on every platform, which
+// std::uniform_real_distribution is not.
 struct Rng {
     std::uint64_t s;
-    std::uint64_t next() {
-        std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
+    std::uint64_t next() { return aff::splitmix64_mix(s += aff::kSplitmix64Gamma); }
     float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) / float(1 << 24); }
 };
 
