@@ -4,7 +4,8 @@
 // sum of the keys it saw); each key row a warp loads serves both heads. The warps' partials are
 // merged in shared memory, with the sink logit when there is one range; with several (decode
 // with scratch) each range writes its partial and attention_combine_kernel merges them. A lane
-// holds four channels of each 128-channel slice: key rows are read as coalesced 16-byte loads.
+// holds head_dim / 32 channels (for head_dim ≥ 128 four of each 128-channel slice): key rows
+// are read as coalesced loads, 16 bytes a lane where the row allows it.
 #include "kernels/attention.hpp"
 
 #include "aff/gpu/check.hpp"
@@ -40,13 +41,39 @@ __device__ inline const float* key_row(const AttentionArgs& a, int t, long long 
     return a.entries + static_cast<size_t>(idx) * dim;
 }
 
+// A lane's kV channels of a row of kV · 32: for kV ≥ 4, float4 slices c · 32 + lane (channels
+// 4·(c·32 + lane) + i), so a warp reads 512 contiguous bytes per slice; for kV = 2 or 1 the
+// lane's own pair or channel. lane_channel gives the channel of register v.
+template <int kV>
+__device__ inline int lane_channel(int lane, int v) {
+    if constexpr (kV >= 4) return 4 * ((v / 4) * kWarp + lane) + v % 4;
+    else return lane * kV + v;
+}
+
+template <int kV>
+__device__ inline void load_lane(const float* row, int lane, float (&out)[kV]) {
+    if constexpr (kV >= 4) {
+#pragma unroll
+        for (int c = 0; c < kV / 4; ++c) {
+            const float4 f = reinterpret_cast<const float4*>(row)[c * kWarp + lane];
+            out[4 * c] = f.x;
+            out[4 * c + 1] = f.y;
+            out[4 * c + 2] = f.z;
+            out[4 * c + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) out[v] = row[lane * kV + v];
+    }
+}
+
 // Block (head group, token · splits + split): kHB heads share every key row a warp loads;
-// the query's keys are cut into `splits` contiguous ranges. kC = head_dim / 128 float4
-// slices per lane. splits == 1: the block applies the sink and writes out; else it writes its
-// partial (max, denominator, weighted sum) to scratch for attention_combine_kernel.
-template <int kC, int kHB>
+// the query's keys are cut into `splits` contiguous ranges. kV = head_dim / 32 channels per
+// lane. splits == 1: the block applies the sink and writes out; else it writes its partial
+// (max, denominator, weighted sum) to scratch for attention_combine_kernel.
+template <int kV, int kHB>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, int splits, float* scratch) {
-    constexpr int kDim = kC * 128;
+    constexpr int kDim = kV * kWarp;
     constexpr int kUnroll = kHB == 1 ? 4 : 2;  // keys per warp step: independent loads in flight
     __shared__ float sm_acc[kWarps][kDim];
     __shared__ float sm_m[kWarps], sm_l[kWarps];
@@ -65,38 +92,37 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, in
     const int begin = split * per_split;
     const int end = begin + per_split < keys ? begin + per_split : keys;
 
-    float4 q[kHB][kC], acc[kHB][kC];
+    float q[kHB][kV], acc[kHB][kV];
     float m[kHB], l[kHB];
 #pragma unroll
     for (int hh = 0; hh < kHB; ++hh) {
-        const float4* q4 = reinterpret_cast<const float4*>(a.q + (static_cast<size_t>(t) * a.heads + h0 + hh) * kDim);
+        load_lane<kV>(a.q + (static_cast<size_t>(t) * a.heads + h0 + hh) * kDim, lane, q[hh]);
 #pragma unroll
-        for (int c = 0; c < kC; ++c) {
-            q[hh][c] = q4[c * kWarp + lane];
-            acc[hh][c] = float4{0.0f, 0.0f, 0.0f, 0.0f};
-        }
+        for (int v = 0; v < kV; ++v) acc[hh][v] = 0.0f;
         m[hh] = kNegInf;
         l[hh] = 0.0f;
     }
     const float scale = 1.0f / sqrtf(static_cast<float>(kDim));
 
     for (int base = begin + warp * kUnroll; base < end; base += kWarps * kUnroll) {
-        float4 k[kUnroll][kC];
+        float k[kUnroll][kV];
         float s[kUnroll][kHB];
         bool real[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const float* row = base + u < end ? key_row(a, t, first, wcount, keys, base + u, kDim) : nullptr;
             real[u] = row != nullptr;  // the same for the whole warp
+            if (row) {
+                load_lane<kV>(row, lane, k[u]);
+            } else {
 #pragma unroll
-            for (int c = 0; c < kC; ++c)
-                k[u][c] = row ? reinterpret_cast<const float4*>(row)[c * kWarp + lane] : float4{0.0f, 0.0f, 0.0f, 0.0f};
+                for (int v = 0; v < kV; ++v) k[u][v] = 0.0f;
+            }
 #pragma unroll
             for (int hh = 0; hh < kHB; ++hh) {
                 float part = 0.0f;
 #pragma unroll
-                for (int c = 0; c < kC; ++c)
-                    part += q[hh][c].x * k[u][c].x + q[hh][c].y * k[u][c].y + q[hh][c].z * k[u][c].z + q[hh][c].w * k[u][c].w;
+                for (int v = 0; v < kV; ++v) part += q[hh][v] * k[u][v];
                 s[u][hh] = part;
             }
         }
@@ -112,23 +138,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, in
             const float corr = expf(m[hh] - step_max);
             l[hh] *= corr;
 #pragma unroll
-            for (int c = 0; c < kC; ++c) {
-                acc[hh][c].x *= corr;
-                acc[hh][c].y *= corr;
-                acc[hh][c].z *= corr;
-                acc[hh][c].w *= corr;
-            }
+            for (int v = 0; v < kV; ++v) acc[hh][v] *= corr;
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const float e = expf(s[u][hh] - step_max);  // 0 for a padding slot (−inf)
                 l[hh] += e;
 #pragma unroll
-                for (int c = 0; c < kC; ++c) {
-                    acc[hh][c].x += e * k[u][c].x;
-                    acc[hh][c].y += e * k[u][c].y;
-                    acc[hh][c].z += e * k[u][c].z;
-                    acc[hh][c].w += e * k[u][c].w;
-                }
+                for (int v = 0; v < kV; ++v) acc[hh][v] += e * k[u][v];
             }
             m[hh] = step_max;
         }
@@ -139,7 +155,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, in
     for (int hh = 0; hh < kHB; ++hh) {
         const int h = h0 + hh;
 #pragma unroll
-        for (int c = 0; c < kC; ++c) reinterpret_cast<float4*>(sm_acc[warp])[c * kWarp + lane] = acc[hh][c];
+        for (int v = 0; v < kV; ++v) sm_acc[warp][lane_channel<kV>(lane, v)] = acc[hh][v];
         if (lane == 0) {
             sm_m[warp] = m[hh];
             sm_l[warp] = l[hh];
@@ -242,14 +258,14 @@ size_t attention_scratch_bytes(int n, int heads, int head_dim) {
 }
 
 namespace {
-template <int kC>
+template <int kV>
 void launch(const AttentionArgs& a, int splits, hipStream_t s) {
     if (a.heads % 2 == 0) {
         const dim3 grid(static_cast<unsigned>(a.heads / 2), static_cast<unsigned>(a.n * splits));
-        attention_kernel<kC, 2><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
+        attention_kernel<kV, 2><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
     } else {
         const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.n * splits));
-        attention_kernel<kC, 1><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
+        attention_kernel<kV, 1><<<grid, dim3(kThreads), 0, s>>>(a, splits, a.scratch);
     }
     AFF_GPU_CHECK(hipGetLastError());
 }
@@ -263,10 +279,12 @@ void attention(const AttentionArgs& a, void* stream) {
     const int splits = attention_splits(a);
     const hipStream_t s = static_cast<hipStream_t>(stream);
     switch (a.head_dim) {
-        case 128: launch<1>(a, splits, s); break;
-        case 256: launch<2>(a, splits, s); break;
-        case kMaxDim: launch<4>(a, splits, s); break;
-        default: throw_argument("attention", "head_dim must be 128, 256 or 512");
+        case 32: launch<1>(a, splits, s); break;
+        case 64: launch<2>(a, splits, s); break;
+        case 128: launch<4>(a, splits, s); break;
+        case 256: launch<8>(a, splits, s); break;
+        case kMaxDim: launch<16>(a, splits, s); break;
+        default: throw_argument("attention", "head_dim must be 32, 64, 128, 256 or 512");
     }
     if (splits > 1) {
         attention_combine_kernel<<<dim3(static_cast<unsigned>(a.heads), static_cast<unsigned>(a.n)), dim3(kThreads), 0, s>>>(

@@ -1,9 +1,10 @@
 // Device test: kernels/attention.hip against the CPU forward's own attention (aff::attend,
-// aff::ring_store in libaff/model/attention_ops), on the tiny fixture geometry (4 heads × 128,
-// window 16) and V4-Flash's (64 heads × 512, window 128, CSA top-512, HCA ratio 128), for the
-// sliding, CSA (explicit selection) and HCA (every visible entry) kinds, decode (1 and 4 tokens)
-// and prefill chunks from position 0 and from the middle of a sequence; each case with and
-// without decode scratch (keys split into ranges and merged by a second kernel).
+// aff::ring_store in libaff/model/attention_ops), on tiny geometries (4 heads × 128, the
+// fixtures' 4 × 64 and 8 × 32, an odd head count × 256) and V4-Flash's (64 heads × 512,
+// window 128, CSA top-512, HCA ratio 128), for the sliding, CSA (explicit selection) and HCA
+// (every visible entry) kinds, decode (1 and 4 tokens) and prefill chunks from position 0 and
+// from the middle of a sequence; each case with and without decode scratch (keys split into
+// ranges and merged by a second kernel).
 #include "device_test.hpp"
 
 #include "aff/core/thread_pool.hpp"
@@ -130,9 +131,12 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
 AFF_DEVICE_TEST("attention") {
     aff::ThreadPool threads;
     const Geometry tiny{"tiny", 4, 128, 16, 4, 16, 4};
+    const Geometry tiny_a{"tiny-a", 4, 64, 16, 4, 16, 4};     // the fixtures' shapes
+    const Geometry tiny_c{"tiny-c", 8, 32, 8, 4, 16, 4};
+    const Geometry odd{"odd-heads", 3, 256, 16, 4, 16, 8};    // one head a block
     const Geometry flash{"flash", 64, 512, 128, 4, 128, 512};
     struct Span { std::int64_t start; int n; };
-    for (const Geometry& g : {tiny, flash}) {
+    for (const Geometry& g : {tiny, tiny_a, tiny_c, odd, flash}) {
         const std::int64_t far = g.heads == 64 ? 70001 : 301;  // flash: 546 HCA entries, 17500 CSA candidates
         for (Kind kind : {Kind::sliding, Kind::csa, Kind::hca})
             for (const Span sp : {Span{0, 1}, Span{5, 1}, Span{far, 1}, Span{far, 4}, Span{0, 37}, Span{far + 3, 37}})
