@@ -1,0 +1,91 @@
+// Pins the encoder's output bytes: XXH3-64 digests of whole quantised matrices, taken
+// from the reference encoder before any speed work on the Viterbi search. Any change to
+// the search that alters a single chosen window (a different float operation order, a
+// tie broken the other way) changes a digest here, so optimisations are proven
+// bit-exact on every path: rotated, importance-weighted, padded, two-pass, automatic.
+#include "aff/core/hash.hpp"
+#include "aff/core/thread_pool.hpp"
+#include "aff/quant/codebook.hpp"
+#include "aff/quant/codebook_train.hpp"
+#include "aff/quant/matrix.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+using namespace aff::quant;
+
+namespace {
+
+// Gaussian rows with magnitudes varying by row (2^-3 … 2^1) so block scales differ.
+std::vector<float> rows_of_varying_scale(std::size_t rows, std::size_t cols, std::uint64_t seed) {
+    std::vector<float> w(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < cols; ++j)
+            w[r * cols + j] = std::ldexp(static_cast<float>(gaussian_sample(seed, r * cols + j)),
+                                         static_cast<int>(r % 5) - 3);
+    return w;
+}
+
+// FP4-like rows: E2M1 codes times a power-of-two scale per 32 columns, as the official
+// checkpoint's experts dequantise; many weights are exactly equal (ties in the search).
+std::vector<float> fp4_like(std::size_t rows, std::size_t cols, std::uint64_t seed) {
+    static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    std::vector<float> w(rows * cols);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const double g = gaussian_sample(seed, i), s = gaussian_sample(seed + 1, i / 32);
+        const int code = static_cast<int>(std::fabs(g) * 2.5) & 7;
+        w[i] = std::ldexp(g < 0 ? -kE2M1[code] : kE2M1[code], -8 + static_cast<int>(std::fabs(s) * 2) % 3);
+    }
+    return w;
+}
+
+std::vector<float> importance_of(std::size_t cols, std::uint64_t seed) {
+    std::vector<float> q(cols);
+    for (std::size_t j = 0; j < cols; ++j) q[j] = std::exp(static_cast<float>(gaussian_sample(seed, j)));
+    return q;
+}
+
+std::uint64_t digest(std::size_t rows, std::size_t cols, const std::vector<float>& w,
+                     const std::vector<float>& importance, const MatrixOptions& opt, bool* rotated = nullptr) {
+    std::vector<std::uint8_t> out(matrix_bytes(rows, cols));
+    aff::ThreadPool pool(2);
+    const bool r = quantize_matrix(w, rows, cols, importance, opt, Codebook::builtin(), pool, out);
+    if (rotated) *rotated = r;
+    return aff::xxh3_64(out);
+}
+
+}  // namespace
+
+TEST_CASE("quantised bytes match the digests of the reference encoder", "[quant]") {
+    REQUIRE(Codebook::builtin().digest() == 0xdac98311d84fa88cull);
+    const std::size_t rows = 24, cols = 1024;
+    const auto w = rows_of_varying_scale(rows, cols, 501);
+    const auto q = importance_of(cols, 502);
+    MatrixOptions opt;
+
+    opt.rotation = Rotation::on;  // the default path without an imatrix: flat weights
+    CHECK(digest(rows, cols, w, {}, opt) == 0x7662b8977f55148aull);
+
+    opt.rotation = Rotation::off;  // per-position importance in the search
+    CHECK(digest(rows, cols, w, q, opt) == 0x377b3fcd6e85a633ull);
+
+    opt.rotation = Rotation::automatic;  // samples rows both ways, then encodes
+    bool rotated = true;
+    CHECK(digest(rows, cols, w, q, opt, &rotated) == 0x377b3fcd6e85a633ull);
+    CHECK_FALSE(rotated);
+
+    opt.rotation = Rotation::on;
+    opt.encode.passes = 2;  // least-squares scale refit and a second search
+    CHECK(digest(rows, cols, w, {}, opt) == 0x382b7a27039151deull);
+
+    MatrixOptions unrotated;
+    unrotated.rotation = Rotation::off;
+    CHECK(digest(rows, cols, fp4_like(rows, cols, 504), {}, unrotated) == 0x593a9d9a29bc5972ull);
+
+    // 384 columns: the last block of each row is half padding (importance 0).
+    const auto p = rows_of_varying_scale(rows, 384, 503);
+    CHECK(digest(rows, 384, p, {}, unrotated) == 0x2725cd9f0959dac7ull);
+}
