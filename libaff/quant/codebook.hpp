@@ -46,7 +46,9 @@ public:
 
 private:
     std::vector<std::uint16_t> fp16_;
-    std::array<float, kEntries> c0_{}, c1_{};
+    // Cache-line aligned: the search loads 16 entries at a time.
+    alignas(64) std::array<float, kEntries> c0_{};
+    alignas(64) std::array<float, kEntries> c1_{};
     std::uint64_t digest_ = 0;
 };
 

@@ -34,13 +34,17 @@ struct EncodeOptions {
     int passes = 1;
 };
 
-// Per-thread working memory of the Viterbi search (about 80 KiB), reused across blocks.
+// Per-thread working memory of the Viterbi search (about 150 KiB), reused across blocks.
 class TrellisScratch {
 public:
     TrellisScratch();
     std::vector<float> best;  // per step, the cheapest predecessor cost of each state
     std::vector<float> last;  // costs of every window at the final step
     std::array<std::uint16_t, kBlockSteps> windows{};
+    // The codebook reordered for the traceback (trellis.cpp), for the codebook whose
+    // digest is tables_digest; rebuilt when a block comes with another codebook.
+    std::vector<float> tables;
+    std::uint64_t tables_digest = 0;
 };
 
 // Encodes x[0..256) into out[0..92). importance (nullptr: all 1) weighs each position's

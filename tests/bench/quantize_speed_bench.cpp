@@ -4,9 +4,13 @@
 // Mweights/s in all and per thread, and extrapolates to one full layer (256 experts)
 // and to the 43 layers of the model (277 G routed weights). Goal (issue 5): the whole
 // model in ≤ 1 hour on 16 threads, ≥ 3 Mweights/s a thread.
-// usage: quantize_speed_bench [--experts N] [--threads N] [--rotation on|off]
+// With --importance, every matrix gets a synthetic imatrix column weighting (exp of
+// N(0,1)) and the automatic rotation choice, which quantises 16 sample rows both ways
+// first: the cost of that choice is the difference to a run without.
+// usage: quantize_speed_bench [--experts N] [--threads N] [--rotation on|off] [--importance]
 #include "aff/core/thread_pool.hpp"
 #include "aff/quant/codebook.hpp"
+#include "aff/quant/codebook_train.hpp"
 #include "aff/quant/matrix.hpp"
 
 #include <chrono>
@@ -49,26 +53,36 @@ int main(int argc, char** argv) {
     std::size_t experts = 4, threads = 0;
     MatrixOptions opt;
     opt.rotation = Rotation::on;
+    bool weighted = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string("0"); };
         if (a == "--experts") experts = std::stoull(next());
         else if (a == "--threads") threads = std::stoull(next());
         else if (a == "--rotation") opt.rotation = next() == "off" ? Rotation::off : Rotation::on;
+        else if (a == "--importance") weighted = true;
         else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
     }
     aff::ThreadPool pool(threads);
     const std::size_t I = 2048, D = 4096;
     const Codebook& cb = Codebook::builtin();
     double seconds = 0, weights = 0, err = 0, sig = 0;
+    int rotated_count = 0;
     std::vector<float> back(D);
     for (std::size_t e = 0; e < experts; ++e) {
         for (int m = 0; m < 3; ++m) {
             const std::size_t rows = m == 2 ? D : I, cols = m == 2 ? I : D;
             const auto w = fp4_matrix(rows, cols, e * 3 + m + 1);
+            std::vector<float> importance;
+            if (weighted) {
+                opt.rotation = Rotation::automatic;
+                for (std::size_t j = 0; j < cols; ++j)
+                    importance.push_back(static_cast<float>(std::exp(gaussian_sample(e * 3 + m + 100, j))));
+            }
             std::vector<std::uint8_t> q(matrix_bytes(rows, cols));
             const auto t0 = std::chrono::steady_clock::now();
-            const bool rotated = quantize_matrix(w, rows, cols, {}, opt, cb, pool, q);
+            const bool rotated = quantize_matrix(w, rows, cols, importance, opt, cb, pool, q);
+            rotated_count += rotated;
             seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             weights += static_cast<double>(rows * cols);
             for (std::size_t r = 0; r < rows; r += 97) {  // quality on a sample of rows
@@ -84,8 +98,10 @@ int main(int argc, char** argv) {
     }
     const double rate = weights / seconds, per_thread = rate / static_cast<double>(pool.size());
     const double layer = 256.0 * 3 * I * D, model = 43 * layer;
-    std::printf("%zu experts x 3 matrices, %zu threads: %.1f Mweights/s (%.2f per thread); NMSE on FP4 input %.5f\n",
-                experts, pool.size(), rate / 1e6, per_thread / 1e6, err / sig);
+    std::printf("%zu experts x 3 matrices, %zu threads%s: %.1f Mweights/s (%.2f per thread); NMSE on FP4 input %.5f; "
+                "%d of %zu matrices rotated\n",
+                experts, pool.size(), weighted ? ", importance + automatic rotation" : "", rate / 1e6,
+                per_thread / 1e6, err / sig, rotated_count, experts * 3);
     std::printf("extrapolated: one layer (256 experts) %.0f s; 43 layers %.2f h (goal <= 1 h)\n", layer / rate,
                 model / rate / 3600);
     return 0;
