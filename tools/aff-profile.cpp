@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
             aff::quant::ProfileFromImatrixReport report;
             profile = aff::quant::profile_from_imatrix(aff::quant::read_imatrix(imatrix), layers, &report);
             if (!report.unmatched.empty())
-                progress->note(std::to_string(report.unmatched.size()) + " imatrix tensors name no routed expert (first: " +
-                               report.unmatched.front() + ")");
+                progress->note("warning: " + std::to_string(report.unmatched.size()) +
+                               " imatrix tensors match no DeepSeek-V4 tensor (first: " + report.unmatched.front() +
+                               "); was it made for another model?");
             if (!report.ignored_layers.empty())
                 progress->note("ignored expert tensors of " + std::to_string(report.ignored_layers.size()) +
                                " layers at or past --layers " + std::to_string(layers));

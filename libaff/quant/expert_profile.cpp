@@ -90,11 +90,16 @@ ExpertProfile profile_from_imatrix(const Imatrix& im, std::uint32_t max_layers, 
     std::map<int, const ImatrixEntry*> chosen;
     std::uint64_t experts = 0;
     for (const auto& e : im.entries) {
-        const auto ref = map_expert_tensor(e.name);
-        if (!ref) {
+        const auto match = match_llama_tensor(e.name, static_cast<int>(max_layers));
+        if (!match) {
             if (report) report->unmatched.push_back(e.name);
             continue;
         }
+        if (!match->experts) {
+            if (report) ++report->other_tensors;
+            continue;
+        }
+        const auto& ref = match->experts;
         if (max_layers && ref->layer >= static_cast<int>(max_layers)) {
             if (report && (report->ignored_layers.empty() || report->ignored_layers.back() != ref->layer))
                 report->ignored_layers.push_back(ref->layer);

@@ -34,13 +34,15 @@ struct ExpertProfile {
 };
 
 struct ProfileFromImatrixReport {
-    std::vector<std::string> unmatched;  // imatrix tensors that name no routed-expert matrix
-    std::vector<int> ignored_layers;     // expert tensors of layers >= max_layers
+    std::vector<std::string> unmatched;  // imatrix tensors that name no DeepSeek-V4 matrix (warn)
+    std::size_t other_tensors = 0;       // DeepSeek-V4 matrices that are no routed experts (skipped)
+    std::vector<int> ignored_layers;     // expert tensors of blocks >= max_layers (MTP or cut off)
 };
 
 // Per-(layer, expert) activation counts from the imatrix's routed-expert tensors
 // (gate/up preferred; down when a layer has only that). max_layers = 0: every layer
-// present. A legacy .dat imatrix has no per-expert counts: a format error says so.
+// present; otherwise the checkpoint's trunk layers, so llama.cpp's MTP block
+// (blk.{max_layers}) is ignored rather than counted as a layer. A legacy .dat imatrix has no per-expert counts: a format error says so.
 ExpertProfile profile_from_imatrix(const Imatrix& imatrix, std::uint32_t max_layers, ProfileFromImatrixReport* report);
 
 // Per-layer summary used by aff-profile's text and JSON output.

@@ -308,6 +308,58 @@ std::optional<ExpertTensorRef> map_expert_tensor(const std::string& name) {
     return r;
 }
 
+std::optional<LlamaTensorMatch> match_llama_tensor(const std::string& name, int trunk_layers) {
+    // Block tensors that llama-imatrix can see in a DeepSeek-V4 graph (every weight of a
+    // matrix product), by llama.cpp's name (src/llama-arch.cpp) → our name under the
+    // layer's prefix (the checkpoint's, as llama.cpp's converter maps it).
+    static const std::map<std::string, std::vector<std::string>> kBlock = {
+        {"attn_q_a", {"attn.wq_a.weight"}},
+        {"attn_q_b", {"attn.wq_b.weight"}},
+        {"attn_kv", {"attn.wkv.weight"}},
+        {"attn_output_a", {"attn.wo_a.weight"}},
+        {"attn_output_b", {"attn.wo_b.weight"}},
+        {"attn_compressor_kv", {"attn.compressor.wkv.weight"}},
+        {"attn_compressor_gate", {"attn.compressor.wgate.weight"}},
+        {"indexer.attn_q_b", {"attn.indexer.wq_b.weight"}},
+        {"indexer.proj", {"attn.indexer.weights_proj.weight"}},
+        {"indexer_compressor_kv", {"attn.indexer.compressor.wkv.weight"}},
+        {"indexer_compressor_gate", {"attn.indexer.compressor.wgate.weight"}},
+        {"hc_attn_fn", {"hc_attn_fn"}},
+        {"hc_ffn_fn", {"hc_ffn_fn"}},
+        {"ffn_gate_inp", {"ffn.gate.weight"}},
+        {"ffn_gate_shexp", {"ffn.shared_experts.w1.weight"}},
+        {"ffn_up_shexp", {"ffn.shared_experts.w3.weight"}},
+        {"ffn_down_shexp", {"ffn.shared_experts.w2.weight"}},
+        {"ffn_gate_exps", {"ffn.experts.{e}.w1.weight"}},
+        {"ffn_up_exps", {"ffn.experts.{e}.w3.weight"}},
+        {"ffn_down_exps", {"ffn.experts.{e}.w2.weight"}},
+        {"ffn_gate_up_exps", {"ffn.experts.{e}.w1.weight", "ffn.experts.{e}.w3.weight"}},
+    };
+    LlamaTensorMatch m;
+    if (name == "output.weight") {  // recorded only with llama-imatrix --process-output
+        m.ours = {"head.weight"};
+        return m;
+    }
+    static const std::regex re(R"(^blk\.(\d{1,4})\.(.+)\.weight$)");
+    std::smatch g;
+    if (!std::regex_match(name, g, re)) return std::nullopt;
+    m.block = std::stoi(g[1]);
+    m.mtp = trunk_layers > 0 && m.block >= trunk_layers;
+    const std::string prefix =
+        m.mtp ? "mtp." + std::to_string(m.block - trunk_layers) + "." : "layers." + std::to_string(m.block) + ".";
+    const std::string rest = g[2];
+    if (rest == "nextn.eh_proj") {  // MTP only: [e_proj | h_proj] over the concatenated inputs
+        if (!m.mtp) return std::nullopt;
+        m.ours = {prefix + "e_proj.weight", prefix + "h_proj.weight"};
+        return m;
+    }
+    const auto it = kBlock.find(rest);
+    if (it == kBlock.end()) return std::nullopt;
+    for (const auto& ours : it->second) m.ours.push_back(prefix + ours);
+    m.experts = map_expert_tensor(name);
+    return m;
+}
+
 std::string expert_weight_name(int layer, int expert, const char* which) {
     return "layers." + std::to_string(layer) + ".ffn.experts." + std::to_string(expert) + "." + which + ".weight";
 }

@@ -3,7 +3,8 @@
 // "<name>.counts" F32 [1, matrices], optional "<name>.in_sum") and the legacy .dat form
 // (int32 entry count; per entry int32 name length, name, int32 ncall, int32 nval, nval
 // floats holding E[x²]·ncall, expert-major). Also maps llama.cpp's DeepSeek-V4 tensor
-// names (blk.N.ffn_{gate,up,gate_up,down}_exps.weight) to ours. Every defect is an
+// names (architecture "deepseek4": blk.N.ffn_{gate,up,down}_exps.weight for the routed
+// experts, blk.N.attn_q_a.weight and the like for the rest) to ours. Every defect is an
 // aff::Error naming the file and the tensor or field.
 #pragma once
 
@@ -51,9 +52,30 @@ struct ExpertTensorRef {
     bool w1 = false, w2 = false, w3 = false;  // gate (w1), down (w2), up (w3); fused gate_up: w1 and w3
 };
 
-// blk.N.ffn_gate_exps.weight → w1, ffn_up_exps → w3, ffn_gate_up_exps → w1 + w3,
-// ffn_down_exps → w2; nullopt for any other name.
+// blk.N.ffn_gate_exps.weight → w1, ffn_up_exps → w3, ffn_down_exps → w2 (the three
+// tensors llama.cpp's DeepSeek-V4 loader creates, each [cols, rows, experts]);
+// ffn_gate_up_exps → w1 + w3 (the fused form llama.cpp uses for other MoE models; both
+// halves see the same input). nullopt for any other name.
 std::optional<ExpertTensorRef> map_expert_tensor(const std::string& llama_name);
+
+// A tensor name of llama.cpp's "deepseek4" architecture, as llama-imatrix records it
+// (the weight of a matrix product), and what it is in our checkpoint.
+struct LlamaTensorMatch {
+    int block = -1;  // N of blk.N; -1 for output.weight
+    // llama.cpp numbers the MTP block after the trunk: blk.{trunk_layers + s} is our
+    // mtp.{s}. Only known when trunk_layers > 0.
+    bool mtp = false;
+    // Our tensors, e.g. {"layers.3.attn.wq_a.weight"}; for routed experts the name has
+    // "{e}" where the expert id goes ("layers.3.ffn.experts.{e}.w1.weight"); a fused
+    // llama.cpp tensor names each of ours (gate_up: w1 and w3; MTP eh_proj: e_proj and h_proj).
+    std::vector<std::string> ours;
+    std::optional<ExpertTensorRef> experts;  // set for routed-expert tensors
+};
+
+// nullopt: the name is no matrix of a DeepSeek-V4 GGUF (report it; a file made for
+// another model, or a llama.cpp naming change). trunk_layers: the checkpoint's layer
+// count (43 for V4-Flash), or 0 when unknown (every block counts as a trunk layer).
+std::optional<LlamaTensorMatch> match_llama_tensor(const std::string& llama_name, int trunk_layers);
 
 // Our name of matrix `which` ("w1", "w2", "w3") of expert e in layer l:
 // "layers.l.ffn.experts.e.which.weight".

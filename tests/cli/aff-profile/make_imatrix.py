@@ -2,6 +2,7 @@
 """Writes small llama.cpp-style imatrix files for the aff-profile CLI tests.
 
 usage: make_imatrix.py gguf OUT   (2 MoE layers x 4 experts + one dense tensor)
+       make_imatrix.py foreign OUT    (the same plus blk.0.attn_qkv, a matrix DeepSeek-V4 lacks)
        make_imatrix.py gguf OUT LAYERS EXPERTS COLS DOWN_COLS   (that geometry instead)
        make_imatrix.py dat OUT    (the legacy form of one expert tensor)
 
@@ -13,7 +14,7 @@ import struct
 import sys
 
 
-def gguf(path, layers=None, experts=4, cols=16, down_cols=8):
+def gguf(path, layers=None, experts=4, cols=16, down_cols=8, foreign=False):
     experts, cols, down_cols = int(experts), int(cols), int(down_cols)
     counts = {0: [40, 10, 0, 30], 1: [5, 5, 60, 10]}
     if layers is not None:
@@ -27,6 +28,9 @@ def gguf(path, layers=None, experts=4, cols=16, down_cols=8):
             tensors.append((name + ".counts", [1, experts], [float(k) for k in c]))
     tensors.append(("blk.0.attn_q_a.weight.in_sum2", [16, 1], [1.0] * 16))
     tensors.append(("blk.0.attn_q_a.weight.counts", [1, 1], [3.0]))
+    if foreign:  # a fused QKV matrix: llama.cpp has the name, DeepSeek-V4 no such tensor
+        tensors.append(("blk.0.attn_qkv.weight.in_sum2", [16, 1], [1.0] * 16))
+        tensors.append(("blk.0.attn_qkv.weight.counts", [1, 1], [3.0]))
 
     def s(text):
         b = text.encode()
@@ -56,4 +60,8 @@ def dat(path):
     open(path, "wb").write(out)
 
 
-{"gguf": gguf, "dat": dat}[sys.argv[1]](*sys.argv[2:])
+def foreign(path):
+    gguf(path, foreign=True)
+
+
+{"gguf": gguf, "foreign": foreign, "dat": dat}[sys.argv[1]](*sys.argv[2:])

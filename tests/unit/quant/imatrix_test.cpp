@@ -67,6 +67,51 @@ TEST_CASE("llama.cpp expert tensor names map to our w1/w2/w3", "[quant]") {
     CHECK(expert_weight_name(3, 17, "w2") == "layers.3.ffn.experts.17.w2.weight");
 }
 
+// Names from llama.cpp's "deepseek4" architecture: its tensor table and V4 loader, and
+// its converter's map from the checkpoint's names (w1 = gate, w3 = up, w2 = down).
+TEST_CASE("llama.cpp DeepSeek-V4 tensor names map to our checkpoint names", "[quant]") {
+    const auto ours = [](const std::string& name, int trunk) {
+        const auto m = match_llama_tensor(name, trunk);
+        return m ? m->ours : std::vector<std::string>{"(none)"};
+    };
+    using V = std::vector<std::string>;
+    CHECK(ours("blk.3.attn_q_a.weight", 43) == V{"layers.3.attn.wq_a.weight"});
+    CHECK(ours("blk.3.attn_q_b.weight", 43) == V{"layers.3.attn.wq_b.weight"});
+    CHECK(ours("blk.3.attn_kv.weight", 43) == V{"layers.3.attn.wkv.weight"});
+    CHECK(ours("blk.3.attn_output_a.weight", 43) == V{"layers.3.attn.wo_a.weight"});
+    CHECK(ours("blk.3.attn_output_b.weight", 43) == V{"layers.3.attn.wo_b.weight"});
+    CHECK(ours("blk.2.attn_compressor_kv.weight", 43) == V{"layers.2.attn.compressor.wkv.weight"});
+    CHECK(ours("blk.2.indexer.attn_q_b.weight", 43) == V{"layers.2.attn.indexer.wq_b.weight"});
+    CHECK(ours("blk.2.indexer.proj.weight", 43) == V{"layers.2.attn.indexer.weights_proj.weight"});
+    CHECK(ours("blk.2.indexer_compressor_gate.weight", 43) == V{"layers.2.attn.indexer.compressor.wgate.weight"});
+    CHECK(ours("blk.7.ffn_gate_inp.weight", 43) == V{"layers.7.ffn.gate.weight"});
+    CHECK(ours("blk.7.ffn_gate_shexp.weight", 43) == V{"layers.7.ffn.shared_experts.w1.weight"});
+    CHECK(ours("blk.7.ffn_down_shexp.weight", 43) == V{"layers.7.ffn.shared_experts.w2.weight"});
+    CHECK(ours("blk.7.hc_ffn_fn.weight", 43) == V{"layers.7.hc_ffn_fn"});
+    CHECK(ours("output.weight", 43) == V{"head.weight"});
+
+    auto m = match_llama_tensor("blk.42.ffn_up_exps.weight", 43);
+    REQUIRE(m);
+    CHECK(m->ours == V{"layers.42.ffn.experts.{e}.w3.weight"});
+    REQUIRE(m->experts);
+    CHECK((m->experts->w3 && m->experts->layer == 42 && !m->mtp));
+    // llama.cpp numbers V4-Flash's MTP block 43, after the 43 trunk layers.
+    m = match_llama_tensor("blk.43.ffn_gate_exps.weight", 43);
+    REQUIRE(m);
+    CHECK(m->mtp);
+    CHECK(m->ours == V{"mtp.0.ffn.experts.{e}.w1.weight"});
+    CHECK(ours("blk.43.nextn.eh_proj.weight", 43) == V{"mtp.0.e_proj.weight", "mtp.0.h_proj.weight"});
+    CHECK(ours("blk.43.attn_q_a.weight", 0) == V{"layers.43.attn.wq_a.weight"});  // trunk size unknown
+
+    // Not DeepSeek-V4 matrices: names of other architectures, norms, malformed names.
+    CHECK(ours("blk.3.attn_qkv.weight", 43) == V{"(none)"});
+    CHECK(ours("blk.3.attn_q.weight", 43) == V{"(none)"});
+    CHECK(ours("blk.3.attn_norm.weight", 43) == V{"(none)"});
+    CHECK(ours("blk.3.nextn.eh_proj.weight", 43) == V{"(none)"});
+    CHECK(ours("blk.x.attn_q_a.weight", 43) == V{"(none)"});
+    CHECK(ours("token_embd.weight", 43) == V{"(none)"});
+}
+
 TEST_CASE("a damaged GGUF imatrix is one clear error, never a crash", "[quant][corrupt]") {
     Bytes good = gguf(sample_tensors());
     good.resize(good.size() - 28);  // the last tensor (4 bytes) is followed by padding only
@@ -145,7 +190,10 @@ TEST_CASE("a damaged .dat imatrix is one clear error", "[quant][corrupt]") {
 }
 
 TEST_CASE("profile from an imatrix: counts per layer and expert, unmatched tensors reported", "[quant]") {
-    const Imatrix im = parse_imatrix(gguf(sample_tensors()), "m.gguf");
+    auto tensors = sample_tensors();
+    tensors.push_back({"blk.3.attn_qkv.weight.in_sum2", {4, 1}, {1, 1, 1, 1}});  // no V4 tensor
+    tensors.push_back({"blk.3.attn_qkv.weight.counts", {1, 1}, {2}});
+    const Imatrix im = parse_imatrix(gguf(tensors), "m.gguf");
     ProfileFromImatrixReport report;
     const ExpertProfile p = profile_from_imatrix(im, 0, &report);
     CHECK(p.layers == 4);
@@ -155,7 +203,8 @@ TEST_CASE("profile from an imatrix: counts per layer and expert, unmatched tenso
     CHECK(p.count(3, 1) == 10);
     CHECK(p.count(3, 2) == 0);
     CHECK(p.count(0, 1) == 0);
-    CHECK(report.unmatched == std::vector<std::string>{"blk.3.attn_q_a.weight"});
+    CHECK(report.unmatched == std::vector<std::string>{"blk.3.attn_qkv.weight"});
+    CHECK(report.other_tensors == 1);  // blk.3.attn_q_a: a V4 matrix, but no routed expert
     ProfileFromImatrixReport capped;
     CHECK_THROWS_WITH(profile_from_imatrix(im, 2, &capped), Catch::Contains("no routed-expert tensors"));
     CHECK(capped.ignored_layers == std::vector<int>{3});
