@@ -1,8 +1,8 @@
-// aff-run: one generation from a DeepSeek-V4 checkpoint, on the GPU when one is visible
-// (libaff/gpu/backend.hpp picks) and on the CPU reference path otherwise, printing text (or
-// token ids) as it is generated and a closing line with prefill and decode speed; plus
-// diagnostics: token and logits dumps, forced continuations, truncated stacks. The loop is
-// libaff/runtime/generate.cpp; this file maps flags.
+// aff-run: one generation from a DeepSeek-V4 checkpoint directory or .aff container, on
+// the GPU when one is visible (libaff/gpu/backend.hpp picks) and on the CPU reference path
+// otherwise, printing text (or token ids) as it is generated and a closing line with
+// prefill and decode speed; plus diagnostics: token and logits dumps, forced
+// continuations, truncated stacks. The loop is libaff/runtime/generate.cpp; this file maps flags.
 #include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
 #include "aff/gpu/backend.hpp"
@@ -18,7 +18,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -46,13 +45,14 @@ void print_top_logits(std::int64_t position, std::int32_t token, std::span<const
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"Generate from a DeepSeek-V4 checkpoint (on a GPU when one is visible).", "aff-run"};
+    CLI::App app{"Generate from a DeepSeek-V4 checkpoint or .aff container (on a GPU when one is visible).", "aff-run"};
     std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out;
     aff::GenerateOptions gen;
     aff::ForwardOptions fwd;
     bool no_echo = false, dump_tokens = false;
     std::size_t dump_logits = 0;
-    app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors)")->required();
+    app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors) or .aff container")
+        ->required();
     app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (default: the model directory's, or the container's own)");
     auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text");
     auto* f_opt = app.add_option("--prompt-file", prompt_file, "read the prompt text from a file");
@@ -78,10 +78,6 @@ int main(int argc, char** argv) {
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
-        namespace fs = std::filesystem;
-        if (fs::is_regular_file(model_path))
-            aff::throw_unsupported("running .aff containers is not implemented yet; give a checkpoint directory",
-                                   model_path);
         if (prompt.empty() && prompt_file.empty() && tokens_text.empty())
             aff::throw_usage("give a prompt: -p TEXT, --prompt-file FILE or --tokens IDS");
         const std::optional<aff::tokenizer::Tokenizer> tok = aff::load_model_tokenizer(model_path, tokenizer_path);
@@ -91,7 +87,8 @@ int main(int argc, char** argv) {
         if (!tokens_text.empty()) {
             gen.prompt = aff::parse_token_list(tokens_text);
         } else {
-            if (!tok) aff::throw_usage("a text prompt needs a tokenizer (--tokenizer, or tokenizer.json in the model directory); or give --tokens");
+            if (!tok) aff::throw_usage("a text prompt needs a tokenizer (--tokenizer, tokenizer.json in the model directory or a container with "
+                                 "one); or give --tokens");
             gen.prompt.push_back(model->config().bos_token_id);  // as the chat encoding starts every conversation
             for (auto id : tok->encode(prompt)) gen.prompt.push_back(static_cast<std::int32_t>(id));
         }

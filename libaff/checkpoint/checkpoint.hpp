@@ -10,6 +10,7 @@
 
 #include "aff/checkpoint/dtype.hpp"
 #include "aff/checkpoint/safetensors.hpp"
+#include "aff/checkpoint/tensor_reader.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -30,7 +31,7 @@ struct TensorView {
     std::uint64_t nbytes = 0;
 };
 
-class Checkpoint {
+class Checkpoint final : public TensorReader {
 public:
     // Opens dir/config.json and the safetensors file(s); validates the index and
     // every header. The config is returned raw here; libaff/model validates it.
@@ -44,17 +45,19 @@ public:
     // What "missing tensor" errors name: the index for sharded checkpoints, else the file.
     const std::string& tensor_source() const { return tensor_source_; }
 
-    bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+    bool has(const std::string& name) const override { return tensors_.count(name) != 0; }
     // Throws a format error naming tensor_source() when absent.
     const TensorView& tensor(const std::string& name) const;
     std::vector<std::string> names() const;
 
     // Dequantised float32 values of a weight whose logical shape must be `shape`
     // (for FP4 the unpacked [N, K]). Throws naming file and tensor on any mismatch.
-    std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const;
+    std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override;
     // Writes the same values into out (size = product of shape).
     void read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out) const;
-    std::vector<std::int64_t> read_i64(const std::string& name, const std::vector<std::uint64_t>& shape) const;
+    std::vector<std::int64_t> read_i64(const std::string& name,
+                                       const std::vector<std::uint64_t>& shape) const override;
+    std::string file_of(const std::string& name) const override { return tensor(name).file; }
 
 private:
     void add_file(const std::string& file_name, const std::vector<std::string>* expected);

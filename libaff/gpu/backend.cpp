@@ -63,7 +63,10 @@ std::unique_ptr<ForwardBackend> ForwardBackend::open(const Model& cpu, const std
                                                      const BackendOptions& options, const ForwardOptions& forward) {
     if (options.gpus == 0) return std::make_unique<CpuBackend>(cpu);
 #if defined(AFF_HAVE_GPU)
-    if (options.gpus < 0 && gpu::device_count() == 0) return std::make_unique<CpuBackend>(cpu);
+    // The GPU forward takes routed experts from a DenseExpertSource only so far: a model whose
+    // experts stay quantised in a container runs on the CPU unless a GPU is asked for.
+    const bool dense_experts = dynamic_cast<const DenseExpertSource*>(cpu.weights().experts.get()) != nullptr;
+    if (options.gpus < 0 && (gpu::device_count() == 0 || !dense_experts)) return std::make_unique<CpuBackend>(cpu);
     if (options.gpus > 1)
         throw_unsupported("--gpus " + std::to_string(options.gpus) +
                           ": the GPU forward runs on one GPU so far (layers are not split across devices yet)");

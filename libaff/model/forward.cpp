@@ -8,7 +8,6 @@
 #include "aff/model/attention_ops.hpp"
 #include "aff/model/ops.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/error.hpp"
 
 #include <algorithm>
@@ -117,13 +116,6 @@ Model::Model(ModelConfig config, ModelWeights weights, ThreadPool& pool, Forward
     inv_freq_compress_ = rope_inv_freq(config_.rope_compress, config_.rope_dim);
     if (config_.rope_main.attention_factor != 1.0 || config_.rope_compress.attention_factor != 1.0)
         throw_unsupported("RoPE attention_factor other than 1 (V4 applies no mscale)");
-}
-
-std::unique_ptr<Model> Model::load(const std::string& dir, ThreadPool& pool, ForwardOptions options) {
-    Checkpoint ck(dir);
-    ModelConfig config = parse_model_config(ck.config_json(), ck.config_path());
-    ModelWeights weights = load_model_weights(ck, config);
-    return std::make_unique<Model>(std::move(config), std::move(weights), pool, options);
 }
 
 DecodeState Model::new_state() const {

@@ -50,8 +50,11 @@ struct ForwardOptions {
 class Model {
 public:
     Model(ModelConfig config, ModelWeights weights, ThreadPool& pool, ForwardOptions options = {});
-    // Opens a checkpoint directory (libaff/checkpoint) and loads every weight.
-    static std::unique_ptr<Model> load(const std::string& dir, ThreadPool& pool, ForwardOptions options = {});
+    // Opens a checkpoint directory (libaff/checkpoint) or an .aff container file
+    // (libaff/container), whichever `path` is, and loads every weight (load.cpp). A
+    // container's routed experts stay in its memory map and are decoded on the fly; a
+    // draft container (metadata role "draft") is rejected.
+    static std::unique_ptr<Model> load(const std::string& path, ThreadPool& pool, ForwardOptions options = {});
 
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }

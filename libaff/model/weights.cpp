@@ -1,8 +1,8 @@
-// Loading ModelWeights from a Checkpoint (see weights.hpp). Every read names the
+// Loading ModelWeights from a TensorReader: a checkpoint or a container (see weights.hpp). Every read names the
 // canonical tensor and the shape the config implies, so a mismatch is one clear error.
 #include "aff/model/weights.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/checkpoint/tensor_reader.hpp"
 #include "aff/core/error.hpp"
 
 #include <algorithm>
@@ -34,7 +34,7 @@ namespace {
 using u64 = std::uint64_t;
 
 struct Loader {
-    const Checkpoint& ck;
+    const TensorReader& ck;
     const ModelConfig& c;
 
     Matrix matrix(const std::string& name, int rows, int cols) const {
@@ -69,7 +69,7 @@ struct Loader {
     }
 
     LayerWeights layer(const std::string& p, AttentionKind kind, int ratio, bool hash, int expert_layer,
-                       DenseExpertSource& experts) const {
+                       DenseExpertSource* experts) const {
         const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, G = c.o_groups;
         LayerWeights L;
         L.attn_norm = vec(p + "attn_norm.weight", D);
@@ -110,11 +110,11 @@ struct Loader {
                     if (e < 0 || e >= E)
                         throw_format("tensor " + name + ": row " + std::to_string(r) + " has expert id " +
                                          std::to_string(e) + ", outside [0, " + std::to_string(E) + ")",
-                                     ck.tensor(name).file);
+                                     ck.file_of(name));
                     for (int i = 0; i < j; ++i)
                         if (ids[r * k + i] == e)
                             throw_format("tensor " + name + ": row " + std::to_string(r) + " repeats expert id " +
-                                             std::to_string(e), ck.tensor(name).file);
+                                             std::to_string(e), ck.file_of(name));
                     f.tid2eid[r * k + j] = static_cast<std::int32_t>(e);
                 }
             }
@@ -127,18 +127,23 @@ struct Loader {
             f.shared_w2 = matrix(fp + "shared_experts.w2.weight", D, I);
             f.shared_w3 = matrix(fp + "shared_experts.w3.weight", I, D);
         }
-        for (int e = 0; e < E; ++e) {
+        for (int e = 0; experts && e < E; ++e) {
             const std::string ep = fp + "experts." + std::to_string(e) + ".";
-            experts.at(expert_layer, e, ExpertMatrix::w1) = matrix(ep + "w1.weight", I, D);
-            experts.at(expert_layer, e, ExpertMatrix::w2) = matrix(ep + "w2.weight", D, I);
-            experts.at(expert_layer, e, ExpertMatrix::w3) = matrix(ep + "w3.weight", I, D);
+            experts->at(expert_layer, e, ExpertMatrix::w1) = matrix(ep + "w1.weight", I, D);
+            experts->at(expert_layer, e, ExpertMatrix::w2) = matrix(ep + "w2.weight", D, I);
+            experts->at(expert_layer, e, ExpertMatrix::w3) = matrix(ep + "w3.weight", I, D);
         }
         return L;
     }
 };
 }  // namespace
 
-ModelWeights load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
+int mtp_layers_present(const TensorReader& tensors, const ModelConfig& c) {
+    return c.num_mtp_layers > 0 && tensors.has("mtp.0.e_proj.weight") ? c.num_mtp_layers : 0;
+}
+
+ModelWeights load_model_weights(const TensorReader& ck, const ModelConfig& c,
+                                std::shared_ptr<const ExpertSource> experts) {
     Loader ld{ck, c};
     ModelWeights w;
     const int D = c.hidden_size, V = c.vocab_size;
@@ -146,12 +151,12 @@ ModelWeights load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
     w.head = c.tie_word_embeddings && !ck.has("head.weight") ? w.embed : ld.matrix("head.weight", V, D);
     w.norm = ld.vec("norm.weight", D);
     w.hc_head = ld.hc_head("");
-    const bool with_mtp = c.num_mtp_layers > 0 && ck.has("mtp.0.e_proj.weight");
-    const int mtp_layers = with_mtp ? c.num_mtp_layers : 0;
-    auto experts = std::make_shared<DenseExpertSource>(c.num_layers + mtp_layers, c.n_routed_experts);
+    const int mtp_layers = mtp_layers_present(ck, c);
+    std::shared_ptr<DenseExpertSource> dense;
+    if (!experts) dense = std::make_shared<DenseExpertSource>(c.num_layers + mtp_layers, c.n_routed_experts);
     for (int i = 0; i < c.num_layers; ++i)
         w.layers.push_back(ld.layer("layers." + std::to_string(i) + ".", c.attention[i], c.compress_ratio[i],
-                                    c.hash_routed[i], i, *experts));
+                                    c.hash_routed[i], i, dense.get()));
     for (int i = 0; i < mtp_layers; ++i) {
         const std::string p = "mtp." + std::to_string(i) + ".";
         MtpWeights m;
@@ -161,10 +166,11 @@ ModelWeights load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
         m.hnorm = ld.vec(p + "hnorm.weight", D);
         m.norm = ld.vec(p + "norm.weight", D);
         m.hc_head = ld.hc_head(p);
-        m.layer = ld.layer(p, AttentionKind::sliding, 0, false, c.num_layers + i, *experts);
+        m.layer = ld.layer(p, AttentionKind::sliding, 0, false, c.num_layers + i, dense.get());
         w.mtp.push_back(std::move(m));
     }
-    w.experts = std::move(experts);
+    if (dense) w.experts = std::move(dense);
+    else w.experts = std::move(experts);
     return w;
 }
 

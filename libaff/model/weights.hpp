@@ -13,7 +13,7 @@
 
 namespace aff {
 
-class Checkpoint;
+class TensorReader;
 
 // Row-major [rows, cols].
 struct Matrix {
@@ -112,8 +112,16 @@ struct ModelWeights {
     std::shared_ptr<const ExpertSource> experts;
 };
 
-// Reads every tensor the config calls for, checking shapes; tid2eid rows must hold
-// distinct expert ids in range. MTP layers are read when the checkpoint has them.
-ModelWeights load_model_weights(const Checkpoint& checkpoint, const ModelConfig& config);
+// MTP layers present in `tensors` (config.num_mtp_layers when "mtp.0.e_proj.weight" is
+// there, else 0: transformers checkpoints drop them).
+int mtp_layers_present(const TensorReader& tensors, const ModelConfig& config);
+
+// Reads every tensor the config calls for from a checkpoint or a container, checking
+// shapes; tid2eid rows must hold distinct expert ids in range. MTP layers are read when
+// present. Routed experts come from `experts` when given (it must cover the main layers
+// and mtp_layers_present() MTP layers); otherwise every one is read and decoded to
+// float32 into a DenseExpertSource.
+ModelWeights load_model_weights(const TensorReader& tensors, const ModelConfig& config,
+                                std::shared_ptr<const ExpertSource> experts = nullptr);
 
 }  // namespace aff

@@ -117,13 +117,25 @@ void dequantize_row(std::span<const std::uint8_t> row, std::size_t cols, bool ro
     if (rotated) unrotate(out, cols);
 }
 
+std::size_t matvec_scratch_floats(std::size_t cols) {
+    return (cols + kBlockWeights - 1) / kBlockWeights * kBlockWeights;
+}
+
 void matvec(std::span<const std::uint8_t> data, std::size_t rows, std::size_t cols, bool rotated, const Codebook& cb,
             const float* x, float* y, ThreadPool* pool) {
+    std::vector<float> scratch(matvec_scratch_floats(cols));
+    matvec(data, rows, cols, rotated, cb, x, y, scratch, pool);
+}
+
+void matvec(std::span<const std::uint8_t> data, std::size_t rows, std::size_t cols, bool rotated, const Codebook& cb,
+            const float* x, float* y, std::span<float> scratch, ThreadPool* pool) {
     if (data.size() != matrix_bytes(rows, cols)) throw_internal("matvec: data size does not match the shape");
+    if (scratch.size() < matvec_scratch_floats(cols)) throw_internal("matvec: scratch smaller than the padded row");
     const std::size_t blocks = (cols + kBlockWeights - 1) / kBlockWeights;
-    std::vector<float> xr(blocks * kBlockWeights, 0.0f);
-    std::copy_n(x, cols, xr.begin());
-    if (rotated) rotate(xr.data(), cols);
+    float* xr = scratch.data();
+    std::copy_n(x, cols, xr);
+    std::fill(xr + cols, xr + blocks * kBlockWeights, 0.0f);
+    if (rotated) rotate(xr, cols);
     const std::size_t stride = row_bytes(cols);
     auto body = [&](std::size_t begin, std::size_t end) {
         for (std::size_t r = begin; r < end; ++r) {

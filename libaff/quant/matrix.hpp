@@ -50,5 +50,11 @@ void dequantize_row(std::span<const std::uint8_t> row, std::size_t cols, bool ro
 // y = W x for a quantised matrix (x has cols entries, y rows); pool may be nullptr.
 void matvec(std::span<const std::uint8_t> data, std::size_t rows, std::size_t cols, bool rotated,
             const Codebook& codebook, const float* x, float* y, ThreadPool* pool = nullptr);
+// The same with caller-owned working memory of at least matvec_scratch_floats(cols)
+// floats (the padded, possibly rotated copy of x), for callers that run many small
+// matrices per token and must not allocate on each (the container expert source).
+std::size_t matvec_scratch_floats(std::size_t cols);
+void matvec(std::span<const std::uint8_t> data, std::size_t rows, std::size_t cols, bool rotated,
+            const Codebook& codebook, const float* x, float* y, std::span<float> scratch, ThreadPool* pool = nullptr);
 
 }  // namespace aff::quant

@@ -1,0 +1,36 @@
+// Routed experts decoded on the fly from an .aff container's memory map: the CPU path
+// for quantised containers, where materialising every expert as float32 is what a
+// quantised container exists to avoid. TQ2875/TQ2875R matrices go through
+// quant::matvec with the container's codebook; experts stored unquantised (F32, F16,
+// BF16, F8_E4M3, FP4) are decoded a row at a time. Every matrix the config calls for is
+// found and checked (type, shape, scales, codebook) when the source is built, so a bad
+// container fails at load with the tensor's name, not mid-generation. matvec is safe
+// from any number of threads and allocates nothing once a thread has run its first one.
+#pragma once
+
+#include "aff/container/container.hpp"
+#include "aff/model/config.hpp"
+#include "aff/model/container_tensors.hpp"
+#include "aff/model/weights.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace aff {
+
+class ContainerExpertSource final : public ExpertSource {
+public:
+    // Experts of the config's main layers and of the first `mtp_layers` MTP layers
+    // (ExpertSource layer num_layers + i is "mtp.<i>").
+    ContainerExpertSource(std::shared_ptr<const Container> container, std::shared_ptr<const quant::Codebook> codebook,
+                          const ModelConfig& config, int mtp_layers);
+    void matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const override;
+
+private:
+    std::shared_ptr<const Container> container_;
+    std::shared_ptr<const quant::Codebook> codebook_;
+    int experts_;
+    std::vector<StoredMatrix> m_;  // [layer][expert][3]
+};
+
+}  // namespace aff

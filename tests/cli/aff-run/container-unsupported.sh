@@ -1,1 +1,0 @@
-aff-run -m "$DATA/tiny.aff" --tokens 1
