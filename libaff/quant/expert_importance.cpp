@@ -14,8 +14,19 @@ ExpertImportance match_imatrix(const Imatrix& im, const ExpertGeometry& g) {
     ExpertImportance out;
     out.by_layer.assign(g.layers, {nullptr, nullptr, nullptr});
     for (const ImatrixEntry& e : im.entries) {
-        const auto ref = map_expert_tensor(e.name);
-        if (!ref || ref->layer < 0 || static_cast<std::uint32_t>(ref->layer) >= g.source_layers) {
+        // llama.cpp numbers the MTP block after the trunk, so the checkpoint's layer count
+        // tells a draft expert tensor (blk.43 for V4-Flash) from a trunk one.
+        const auto match = match_llama_tensor(e.name, static_cast<int>(g.source_layers));
+        if (!match) {
+            out.unused.push_back(e.name);
+            continue;
+        }
+        if (!match->experts || match->mtp) {
+            ++out.other_tensors;  // a V4 matrix the main container's experts do not need
+            continue;
+        }
+        const auto& ref = match->experts;
+        if (ref->layer < 0 || static_cast<std::uint32_t>(ref->layer) >= g.source_layers) {
             out.unused.push_back(e.name);
             continue;
         }

@@ -3,7 +3,7 @@
 // (w3) see the same layer input, so either serves both when only one is present; down
 // (w2) has its own. Every tensor that is used is checked against the checkpoint's
 // geometry before any work starts (a clear error naming the tensor); tensors that
-// weigh nothing are listed so the tool can warn about them.
+// name no DeepSeek-V4 matrix at all are listed so the tool can warn about them.
 #pragma once
 
 #include "aff/quant/imatrix.hpp"
@@ -26,7 +26,10 @@ struct ExpertGeometry {
 struct ExpertImportance {
     // Per main layer, the entries weighing w1, w2, w3 (nullptr: no data).
     std::vector<std::array<const ImatrixEntry*, 3>> by_layer;
-    std::vector<std::string> unused;     // tensors that are no routed-expert matrix of the checkpoint
+    std::vector<std::string> unused;     // tensors that name no matrix of a DeepSeek-V4 checkpoint (warn)
+    // DeepSeek-V4 matrices llama-imatrix records that are no trunk routed expert
+    // (attention, shared expert, router, the MTP block): expected, skipped silently.
+    std::size_t other_tensors = 0;
     std::vector<int> skipped_layers;     // expert tensors of layers cut by --layers
     std::vector<std::uint32_t> missing_layers;  // layers with no data for any of their matrices
 

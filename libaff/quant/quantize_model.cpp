@@ -149,7 +149,7 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
         importance = match_imatrix(*imatrix, geometry);
         if (!importance.unused.empty())
             progress.note("imatrix: " + std::to_string(importance.unused.size()) +
-                          " tensors match no routed-expert matrix of the checkpoint and are not used (first: " +
+                          " tensors name no DeepSeek-V4 matrix and are not used (first: " +
                           importance.unused.front() + ")");
         if (!importance.skipped_layers.empty())
             progress.note("imatrix: tensors of layers " + layer_list(importance.skipped_layers) +

@@ -315,8 +315,15 @@ aff::test::Bytes tiny_b_imatrix(std::uint64_t up_cols = 64) {
             t.push_back({name + ".counts", {1, 6}, counts});
         }
     }
+    // A V4 matrix that is no routed expert (skipped silently), the MTP block's experts
+    // (blk.3 after tiny-b's 3 trunk layers: the draft's, not the main container's), and a
+    // name of another architecture (reported).
     t.push_back({"blk.0.attn_q_a.weight.in_sum2", {64, 1}, std::vector<float>(64, 1.0f)});
     t.push_back({"blk.0.attn_q_a.weight.counts", {1, 1}, {3}});
+    t.push_back({"blk.3.ffn_down_exps.weight.in_sum2", {32, 6}, std::vector<float>(32 * 6, 1.0f)});
+    t.push_back({"blk.3.ffn_down_exps.weight.counts", {1, 6}, std::vector<float>(6, 1.0f)});
+    t.push_back({"blk.0.ssm_in.weight.in_sum2", {64, 1}, std::vector<float>(64, 1.0f)});
+    t.push_back({"blk.0.ssm_in.weight.counts", {1, 1}, {3}});
     return aff::test::gguf(t);
 }
 }  // namespace
@@ -330,8 +337,7 @@ TEST_CASE("quantize: an imatrix weighs the experts and becomes the expert profil
     run(o, 2, log);
     REQUIRE(log.notes.size() == 1);
     CHECK(log.notes[0] ==
-          "imatrix: 1 tensors match no routed-expert matrix of the checkpoint and are not used (first: "
-          "blk.0.attn_q_a.weight)");
+          "imatrix: 1 tensors name no DeepSeek-V4 matrix and are not used (first: blk.0.ssm_in.weight)");
     const aff::Container c = aff::Container::open(dir / "m.aff");
     CHECK(c.metadata().at("quantiser").at("imatrix") == true);
     const auto im = read_all(dir / "im.gguf");
