@@ -2,7 +2,11 @@
 // vocabulary (written by the ctest fixture, tests/serve/make_random_model.cpp) and the
 // real tokenizer: the sequence it keeps gives Model::forward's logits, chats encode to
 // the tokenizer's ids of the rendered prompt, and text a client sends never becomes a
-// special token. Also the tokenizer lookup aff-run and aff-serve share.
+// special token; a container of the same weights (written verbatim, tokenizer in its
+// TOKJ section) serves the same logits. Also the tokenizer lookup aff-run and aff-serve
+// share.
+#include "unit/model/container_fixture.hpp"
+
 #include "aff/core/error.hpp"
 #include "aff/runtime/model_tokenizer.hpp"
 #include "aff/serve/dsv4_chat.hpp"
@@ -277,4 +281,38 @@ TEST_CASE("model engine: a model without a tokenizer is a usage error naming the
     serve::ChatPrompt p = chat({{"user", "a<|x1|>"}});
     CHECK(e->render_chat(p).size() > 5);  // in a chat the user's text is plain: no added token
     std::filesystem::remove(path);
+}
+
+TEST_CASE("model engine: a container serves like its checkpoint, with the tokenizer from its TOKJ section", "[serve]") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("aff-engine-container-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::string path = (dir / "random-v4.aff").string();
+    std::ifstream tok_in(AFF_TOKENIZER_JSON, std::ios::binary);
+    const std::string tok_json((std::istreambuf_iterator<char>(tok_in)), std::istreambuf_iterator<char>());
+    aff::test::FixtureContainerOptions opt;
+    opt.add_dense = [&](aff::ContainerWriter& w) { w.set_tokenizer_json(tok_json); };
+    aff::test::write_fixture_container(AFF_RANDOM_MODEL_DIR, path, opt);
+
+    serve::ModelEngineOptions o;
+    o.model_path = path;  // no --tokenizer: the container's own
+    o.threads = 2;
+    auto from_container = serve::ModelEngine::load(o);
+    serve::ModelEngine& from_dir = engine();
+    CHECK(from_container->model_id() == "random-v4");
+    CHECK(from_container->tokenizer().id_limit() == from_dir.tokenizer().id_limit());
+    const auto prompt = chat({{"user", "Hello <｜User｜> world"}});
+    const auto ids = from_container->render_chat(prompt);
+    CHECK(ids == from_dir.render_chat(prompt));
+    // Verbatim tensors: the same logits bit for bit, prefill and decode.
+    auto a = from_container->prefill(ids);
+    const std::vector<float> first(a.begin(), a.end());
+    auto b = from_dir.prefill(ids);
+    CHECK(first == std::vector<float>(b.begin(), b.end()));
+    a = from_container->decode(19923);
+    const std::vector<float> second(a.begin(), a.end());
+    b = from_dir.decode(19923);
+    CHECK(second == std::vector<float>(b.begin(), b.end()));
+    from_container.reset();
+    fs::remove_all(dir);
 }
