@@ -33,7 +33,8 @@ namespace aff::gpu {
 namespace {
 
 constexpr std::size_t kAlign = 256;
-constexpr int kScratchTokens = 64;            // activations are planned for this many tokens a call
+constexpr int kScratchTokens = 64;
+constexpr int kDecodeTokens = 4;  // calls of up to this many tokens give attention its split-key scratch            // activations are planned for this many tokens a call
 constexpr std::size_t kRuntimeReserve = 256u << 20;  // left free for the runtime and kernels' own needs
 
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
@@ -140,6 +141,7 @@ struct GpuModel::Impl {
     float *cq = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *z = nullptr, *ckv = nullptr, *cg = nullptr;
     float *ikv = nullptr, *ig = nullptr, *qi = nullptr, *wi = nullptr, *scores = nullptr;
     std::int32_t *selected = nullptr, *selected_count = nullptr, *positions = nullptr;
+    float* attention_scratch = nullptr;  // the attention kernel's split-key scratch, decode (<= 4 tokens)
     int scores_stride = 1;
 
     // Activations, sized for `capacity` tokens.
@@ -422,6 +424,7 @@ struct GpuModel::Impl {
         take(selected, n * std::max(1, c.index_topk));
         take(selected_count, n);
         take(positions, n);
+        take(attention_scratch, (attention_scratch_bytes(kDecodeTokens, c.num_heads, c.head_dim) + 3) / 4);
     }
 
     void plan_weights(const Checkpoint* ck) {
@@ -667,6 +670,7 @@ struct GpuModel::Impl {
         aa.head_dim = Dh;
         aa.window = c.sliding_window;
         aa.start = start;
+        if (n <= kDecodeTokens) aa.scratch = attention_scratch;
         attention(aa, s);
         rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
         ring_store(ring, kv, n, Dh, c.sliding_window, start, s);
