@@ -332,8 +332,10 @@ struct GpuModel::Impl {
     // Whether the attention kernels take this model's geometry (their headers state the limits).
     void decide_attention() {
         auto no = [&](std::string why) { attention_why_cpu = std::move(why); };
-        if (c.head_dim != 128 && c.head_dim != 256 && c.head_dim != 512)
-            return no("head_dim " + std::to_string(c.head_dim) + " (the attention kernel takes 128, 256 or 512)");
+        if (options.cpu_attention) return no("asked for");
+        const int dh = c.head_dim;
+        if (dh != 32 && dh != 64 && dh != 128 && dh != 256 && dh != 512)
+            return no("head_dim " + std::to_string(dh) + " (the attention kernel takes 32, 64, 128, 256 or 512)");
         if (c.rope_dim / 2 > 64) return no("rope_dim over 128");
         if (c.index_heads * c.index_head_dim > 8192 || c.index_head_dim % 4 != 0 || c.index_head_dim > 512)
             return no("indexer geometry outside the indexer kernel's limits");

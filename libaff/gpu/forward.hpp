@@ -14,7 +14,7 @@
 //        the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact values.
 //        A decode step makes no host round trip until the logits.
 //   CPU: the attention block of models whose geometry the attention kernels do not take
-//        (head_dim other than 128/256/512, as in the tiny test fixtures: 64 and 32), through
+//        (head_dim other than 32/64/128/256/512, indexer limits), through
 //        Model::attention_block with the CPU's own decode state; the block's input goes to
 //        the host and its output comes back once per layer. describe() says which.
 //   Logits come back to the host; sampling stays on the CPU (libaff/runtime/sampler).
@@ -53,6 +53,7 @@ struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
     std::size_t memory_cap_bytes = 0;  // --gpu-mib; 0 = all free memory
     int max_context = 0;               // tokens a sequence's GPU state holds; 0 = max_position_embeddings
+    bool cpu_attention = false;        // run attention on the CPU even where the kernels take it (tests)
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
 };
 

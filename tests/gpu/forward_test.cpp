@@ -1,13 +1,13 @@
 // Device test of the whole GPU forward (libaff/gpu/forward.hpp) against the CPU reference
-// (libaff/model/forward.cpp) on every tiny fixture in tests/data/models, and on a random-weight
-// model of the model doc's §8.1 tiny geometry (head_dim 128, which the attention kernels take
-// while the fixtures' 64 and 32 are not), also with its experts behind an opaque ExpertSource
-// (the path a quantised container's experts take), and a wider variant whose experts are
-// quantised to TQ2875 and multiplied by moe_gemv on the GPU: a random prompt (the fixture's oracle length) as one
-// prefill (every position's logits) or as chunks, then decode steps that feed back the argmax.
-// Rows: logits NMSE and max |difference| over all positions, and the count of positions whose
-// argmax differs (bound 0). Also checks that a --gpu-mib cap too small for the model gives the
-// error naming the missing MiB.
+// (libaff/model/forward.cpp) on every tiny fixture in tests/data/models (tiny-a once more with
+// attention forced onto the CPU, the path kept for geometries the kernels refuse), on a
+// random-weight model of the model doc's §8.1 tiny geometry (also with its experts behind an
+// opaque ExpertSource, the path a quantised container's experts take), and on a wider variant
+// whose experts are quantised to TQ2875 and multiplied by moe_gemv: a random prompt (the
+// fixture's oracle length) as one prefill (every position's logits) or as chunks, then decode
+// steps that feed back the argmax. Rows: logits NMSE and max |difference| over all positions,
+// and the count of positions whose argmax differs (bound 0). Also checks that a --gpu-mib cap
+// too small for the model gives the error naming the missing MiB.
 #include "device_test.hpp"
 
 #include "aff/checkpoint/checkpoint.hpp"
@@ -255,8 +255,9 @@ std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, ExpertForm fo
 
 // Runs `chunks` (summing to the prompt length) then kDecodeSteps greedy steps on both sides.
 void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoint* ck, int prompt_len,
-             const std::vector<int>& chunks, std::vector<Row>& rows) {
+             const std::vector<int>& chunks, std::vector<Row>& rows, bool cpu_attention = false) {
     aff::gpu::GpuOptions opt;
+    opt.cpu_attention = cpu_attention;
     aff::gpu::GpuModel gpu(cpu, ck, opt);
     std::printf("forward %s: %s\n", name.c_str(), gpu.describe().c_str());
     const int V = cpu.config().vocab_size;
@@ -319,6 +320,8 @@ void check_fixture(const std::string& name, std::vector<Row>& rows) {
     const aff::Checkpoint ck(dir);
     compare(name, *cpu, &ck, prompt_len, {prompt_len}, rows);
     compare(name, *cpu, &ck, prompt_len, chunks, rows);
+    if (name == "tiny-a")  // the CPU-attention path the GPU model keeps for geometries the kernels refuse
+        compare(name + ", attention on the CPU", *cpu, &ck, prompt_len, chunks, rows, true);
 }
 
 }  // namespace
