@@ -221,6 +221,29 @@ bool Service::settle_generation(const GenerationResult& result, Scheduler::Turn&
     return true;
 }
 
+// The end of a successful reply, the same for both endpoints. Streamed: the chunk that
+// carries the finish reason gets the timings, a usage chunk with no choices follows when
+// the client asked for it, then [DONE]. Not streamed: the body gets usage and timings.
+Service::Outcome Service::send_reply(HttpResponse& response, bool stream, json reply, json usage_chunk,
+                                     bool include_usage, const GenerationResult& result, Outcome out) {
+    reply["timings"] = timings_json(result);
+    if (!stream) {
+        reply["usage"] = usage_json(result);
+        send_json(response, 200, reply);
+    } else {
+        response.write(sse_event(reply));
+        if (include_usage) {
+            usage_chunk["choices"] = json::array();
+            usage_chunk["usage"] = usage_json(result);
+            response.write(sse_event(usage_chunk));
+        }
+        response.write(sse_done());
+        response.end_stream();
+    }
+    out.status = 200;
+    return out;
+}
+
 Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response) {
     auto parsed = parse_chat_request(request.body, options_.default_thinking);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
@@ -306,18 +329,8 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         json last = builder.chunk(json::object(), finish,
                                   pending_logprobs.empty() || params.logprobs < 0 ? json(nullptr)
                                                                                   : json{{"content", pending_logprobs}});
-        last["timings"] = timings_json(result);
-        response.write(sse_event(last));
-        if (r.sampling.include_usage) {
-            json usage = builder.chunk(json::object());
-            usage["choices"] = json::array();
-            usage["usage"] = usage_json(result);
-            response.write(sse_event(usage));
-        }
-        response.write(sse_done());
-        response.end_stream();
-        out.status = 200;
-        return out;
+        return send_reply(response, true, std::move(last), builder.chunk(json::object()), r.sampling.include_usage,
+                          result, std::move(out));
     }
     json body = builder.chunk(json::object());
     body["object"] = "chat.completion";
@@ -325,13 +338,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
                                     {"message", builder.message()},
                                     {"logprobs", params.logprobs >= 0 ? json{{"content", all_logprobs}} : json(nullptr)},
                                     {"finish_reason", finish}}});
-    body["usage"] = usage_json(result);
-    body["timings"] = timings_json(result);
-    Outcome o = send_json(response, 200, body);
-    o.prompt_tokens = out.prompt_tokens;
-    o.completion_tokens = out.completion_tokens;
-    o.prompt_log = out.prompt_log;
-    return o;
+    return send_reply(response, false, std::move(body), nullptr, false, result, std::move(out));
 }
 
 Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& response) {
@@ -419,29 +426,11 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     const GenerationResult result = generate(*engine_, tokens, params, hooks);
     if (settle_generation(result, turn, stream, response, out)) return out;
     const std::string finish = to_string(result.finish);
-    if (stream) {
-        json last = chunk("", finish, nullptr);
-        last["timings"] = timings_json(result);
-        response.write(sse_event(last));
-        if (r.sampling.include_usage) {
-            json usage = chunk("", nullptr, nullptr);
-            usage["choices"] = json::array();
-            usage["usage"] = usage_json(result);
-            response.write(sse_event(usage));
-        }
-        response.write(sse_done());
-        response.end_stream();
-        out.status = 200;
-        return out;
-    }
+    if (stream)
+        return send_reply(response, true, chunk("", finish, nullptr), chunk("", nullptr, nullptr),
+                          r.sampling.include_usage, result, std::move(out));
     json body = chunk(result.text, finish, params.logprobs >= 0 ? logprobs_json() : json(nullptr));
-    body["usage"] = usage_json(result);
-    body["timings"] = timings_json(result);
-    Outcome o = send_json(response, 200, body);
-    o.prompt_tokens = out.prompt_tokens;
-    o.completion_tokens = out.completion_tokens;
-    o.prompt_log = out.prompt_log;
-    return o;
+    return send_reply(response, false, std::move(body), nullptr, false, result, std::move(out));
 }
 
 }  // namespace aff::serve

@@ -66,6 +66,8 @@ private:
     bool settle_generation(const GenerationResult& result, Scheduler::Turn& turn, bool stream, HttpResponse& response,
                            Outcome& out);
     std::optional<Outcome> wait_for_turn(Scheduler::Turn& turn, HttpResponse& response, const Outcome& pending);
+    Outcome send_reply(HttpResponse& response, bool stream, nlohmann::json reply, nlohmann::json usage_chunk,
+                       bool include_usage, const GenerationResult& result, Outcome out);
     Outcome send_error(HttpResponse& response, const ApiError& error, const HttpHeaders& extra = {});
     Outcome send_json(HttpResponse& response, int status, const nlohmann::json& body, const HttpHeaders& extra = {});
     std::optional<ApiError> check_ready_and_fit(std::size_t prompt_tokens) const;
