@@ -10,6 +10,8 @@
 #include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
 
+#include "../temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -22,17 +24,7 @@ using aff::StorageType;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int n = 0;
-        path = fs::temp_directory_path() / ("aff-container-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
-    std::size_t entries() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), {})); }
-};
+using aff::test::TempDir;
 
 std::vector<std::uint8_t> read_all(const std::string& p) {
     std::ifstream in(p, std::ios::binary);

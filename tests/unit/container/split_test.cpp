@@ -9,6 +9,8 @@
 #include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
 
+#include "../temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -20,16 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int n = 0;
-        path = fs::temp_directory_path() / ("aff-split-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using aff::test::TempDir;
 
 std::vector<std::uint8_t> read_all(const std::string& p) {
     std::ifstream in(p, std::ios::binary);

@@ -14,6 +14,8 @@
 #include "aff/model/container_tensors.hpp"
 #include "aff/model/forward.hpp"
 
+#include "../temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -28,16 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 const std::string models = std::string(AFF_TEST_DATA) + "/models";
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int n = 0;
-        path = fs::temp_directory_path() / ("aff-cmodel-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using aff::test::TempDir;
 
 // A fixed token sequence over the whole vocabulary (every fixture has V = 256).
 std::vector<std::int32_t> probe_tokens(int V, int n = 40) {
@@ -77,7 +70,7 @@ TEST_CASE("a container holding a fixture's tensors verbatim gives the checkpoint
     for (const char* name : {"tiny-a", "tiny-a-fp8", "tiny-b", "tiny-c"}) {
         INFO(name);
         TempDir tmp;
-        const std::string dir = models + "/" + name, aff_path = tmp.file("model.aff");
+        const std::string dir = models + "/" + name, aff_path = tmp / "model.aff";
         aff::test::write_fixture_container(dir, aff_path);
         const auto tokens = probe_tokens(256);
         const auto want = all_logits(dir, tokens), got = all_logits(aff_path, tokens);
@@ -90,7 +83,7 @@ TEST_CASE("a container holding a fixture's tensors verbatim gives the checkpoint
 
 TEST_CASE("a container runs its MTP layer from the container's draft-stage experts", "[model]") {
     TempDir tmp;
-    const std::string dir = models + "/tiny-a-fp8", aff_path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-a-fp8", aff_path = tmp / "model.aff";
     aff::test::write_fixture_container(dir, aff_path);
     aff::ThreadPool pool(2);
     auto a = aff::Model::load(dir, pool), b = aff::Model::load(aff_path, pool);
@@ -112,7 +105,7 @@ TEST_CASE("the on-the-fly expert decoder agrees with the reference dequantiser",
     // ContainerExpertSource's matvec (quant::matvec on the mapped bytes, rotated input for
     // TQ2875R) against W x with W from quant::dequantize_row, for every matrix of a layer.
     TempDir tmp;
-    const std::string dir = models + "/tiny-b", path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-b", path = tmp / "model.aff";
     aff::test::FixtureContainerOptions opt;
     opt.experts = aff::test::ExpertStorage::trellis;
     aff::test::write_fixture_container(dir, path, opt);
@@ -145,7 +138,7 @@ TEST_CASE("the on-the-fly expert decoder agrees with the reference dequantiser",
 
 TEST_CASE("a container that lacks a tensor the config needs is one error naming it", "[model]") {
     TempDir tmp;
-    const std::string dir = models + "/tiny-a", path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-a", path = tmp / "model.aff";
     aff::test::FixtureContainerOptions opt;
     SECTION("dense") {
         opt.keep = [](const std::string& n) { return n != "layers.1.attn.wq_a.weight"; };
@@ -167,7 +160,7 @@ TEST_CASE("a container that lacks a tensor the config needs is one error naming 
 
 TEST_CASE("a container tensor of the wrong shape is one error naming it", "[model]") {
     TempDir tmp;
-    const std::string dir = models + "/tiny-a", path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-a", path = tmp / "model.aff";
     aff::test::FixtureContainerOptions opt;
     SECTION("vector") {
         opt.keep = [](const std::string& n) { return n != "norm.weight"; };
@@ -191,7 +184,7 @@ TEST_CASE("a container tensor of the wrong shape is one error naming it", "[mode
 
 TEST_CASE("codebook problems in a quantised container are one error each", "[model]") {
     TempDir tmp;
-    const std::string dir = models + "/tiny-b", path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-b", path = tmp / "model.aff";
     aff::test::FixtureContainerOptions opt;
     opt.experts = aff::test::ExpertStorage::trellis;
     SECTION("quantised tensors without a CBOK section") {
@@ -241,7 +234,7 @@ TEST_CASE("codebook problems in a quantised container are one error each", "[mod
 
 TEST_CASE("a draft container or one without a config is refused with one clear line", "[model]") {
     TempDir tmp;
-    const std::string dir = models + "/tiny-c", path = tmp.file("model.aff");
+    const std::string dir = models + "/tiny-c", path = tmp / "model.aff";
     aff::test::FixtureContainerOptions opt;
     SECTION("draft") {
         opt.edit_metadata = [](nlohmann::json& m) { m["role"] = "draft"; };

@@ -16,6 +16,8 @@
 #include "aff/quant/quantize_plan.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 
+#include "../temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -30,16 +32,7 @@ using namespace aff::quant;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        static int n = 0;
-        path = fs::temp_directory_path() / ("aff-quantize-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-        fs::create_directories(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using aff::test::TempDir;
 
 std::string model(const std::string& name) { return std::string(AFF_TEST_DATA) + "/models/" + name; }
 
