@@ -1,8 +1,8 @@
 // Writes a file so that it appears under its final name only when complete
 // (design.md: "Nothing half-written is ever loadable"). Data goes to
 // "<name>.tmp-<pid>" beside the target; commit() flushes, fsyncs, renames over the
-// target and fsyncs the directory. Destroyed without commit(), or interrupted by SIGINT
-// (see remove_registered_temporaries), the temporary is deleted.
+// target and fsyncs the directory. Destroyed without commit(), or interrupted by SIGINT,
+// SIGTERM or SIGHUP (see remove_registered_temporaries), the temporary is deleted.
 #pragma once
 
 #include <cstddef>
@@ -49,8 +49,8 @@ private:
 // A whole small file written through an AtomicFile.
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes);
 
-// Unlinks every temporary file of a live AtomicFile. Async-signal-safe: the SIGINT
-// handler of the tools calls it before exiting with status 130.
+// Unlinks every temporary file of a live AtomicFile. Async-signal-safe: the tools' signal
+// handlers (libaff/ui/cli.cpp) call it before the process ends.
 void remove_registered_temporaries() noexcept;
 
 }  // namespace aff

@@ -23,6 +23,15 @@ extern "C" void on_sigint(int) {
     ::_exit(exit_interrupted);
 }
 
+// SIGTERM and SIGHUP (a service manager stopping us, a closed terminal) must not leave a
+// temporary beside the output either; after the cleanup the signal is re-raised with its
+// default action, so the parent sees the death by signal it asked for.
+extern "C" void on_termination(int sig) {
+    remove_registered_temporaries();
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
 }  // namespace
 
 std::unique_ptr<Progress> Common::progress() const {
@@ -80,6 +89,8 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) 
         return exit_usage;
     }
     std::signal(SIGINT, on_sigint);
+    std::signal(SIGTERM, on_termination);
+    std::signal(SIGHUP, on_termination);
     std::signal(SIGPIPE, SIG_IGN);
     int status = exit_failure;
     try {

@@ -1,7 +1,9 @@
 // What every aff tool shares: the common options (declared once so they are spelled
 // the same everywhere, with units in their names), and run(), which parses, installs
-// the SIGINT handler, runs the tool's body and maps the outcome to an exit status:
-//   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted.
+// the signal handlers (SIGINT, SIGTERM and SIGHUP remove unfinished outputs'
+// temporaries), runs the tool's body and maps the outcome to an exit status:
+//   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted (SIGINT);
+//   SIGTERM and SIGHUP end the process by that signal after the cleanup.
 // Finally it flushes stdout and fails on a write error (a full disk must not pass
 // silently; a closed pipe is not an error).
 #pragma once
