@@ -1,8 +1,6 @@
-// The GPU forward's door to kernels/rope.hpp. That header's aff::RopeTable (the kernel's θ
-// table) and libaff/model/config.hpp's aff::RopeTable (a config entry) share a name, so no
-// file can include both; forward.cpp calls the rope kernel through this function instead,
-// with the CPU reference's own inverse frequencies (aff::rope_inv_freq), so both sides rotate
-// by the same fp32 angles.
+// The GPU forward's door to kernels/rope.hpp: it fills the kernel's θ table with the CPU
+// reference's own inverse frequencies (aff::rope_inv_freq of the config's RopeParameters)
+// rather than the kernel side's rope_table, so both sides rotate by the same fp32 angles.
 #pragma once
 
 #include <cstdint>

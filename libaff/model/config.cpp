@@ -53,7 +53,7 @@ private:
     const std::string& path_;
 };
 
-void read_rope(const Reader& r, const nlohmann::json& p, const std::string& field, RopeTable& t) {
+void read_rope(const Reader& r, const nlohmann::json& p, const std::string& field, RopeParameters& t) {
     if (!p.is_object()) r.fail(field, "expected an object");
     std::string type = "default";
     if (p.contains("rope_type")) type = p.at("rope_type").is_string() ? p.at("rope_type").get<std::string>() : "?";

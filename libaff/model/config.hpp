@@ -17,7 +17,7 @@ namespace aff {
 
 enum class AttentionKind { sliding, csa, hca };
 
-struct RopeTable {
+struct RopeParameters {
     double theta = 10000.0;
     bool yarn = false;
     double factor = 1.0;
@@ -47,7 +47,7 @@ struct ModelConfig {
     double swiglu_limit = 10.0;
     int hc_mult = 0, hc_sinkhorn_iters = 20;
     double hc_eps = 1e-6, rms_norm_eps = 1e-6;
-    RopeTable rope_main, rope_compress;
+    RopeParameters rope_main, rope_compress;
     std::int64_t max_position_embeddings = 0;
     int num_mtp_layers = 0;
     int bos_token_id = 0;

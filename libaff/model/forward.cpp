@@ -87,7 +87,7 @@ void hc_coefficients(const HyperConnectionWeights& w, const float* mix_raw, cons
 }
 }  // namespace
 
-std::vector<float> rope_inv_freq(const RopeTable& t, int rope_dim) {
+std::vector<float> rope_inv_freq(const RopeParameters& t, int rope_dim) {
     const int half = rope_dim / 2;
     std::vector<float> inv(half);
     // Computed as torch does (float32 powers) so angles match the oracle closely.

@@ -102,6 +102,6 @@ private:
 };
 
 // RoPE inverse frequencies of one table (plain, or YaRN-blended: model doc §3.3).
-std::vector<float> rope_inv_freq(const RopeTable& table, int rope_dim);
+std::vector<float> rope_inv_freq(const RopeParameters& rope, int rope_dim);
 
 }  // namespace aff

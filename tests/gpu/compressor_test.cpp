@@ -30,7 +30,7 @@ std::vector<float> rows_of(const std::vector<float>& v, int rows, int stride, in
 
 void run_case(std::vector<Row>& rows, const Case& c) {
     const int r = c.ratio, dim = c.dim, width = c.overlap ? 2 * dim : dim, rope_dim = 64;
-    aff::RopeTable table;  // V4-Flash's compress table: θ 160000, YaRN factor 16
+    aff::RopeParameters table;  // V4-Flash's compress table: θ 160000, YaRN factor 16
     table.theta = 160000.0;
     table.yarn = true;
     table.factor = 16.0;
