@@ -1,0 +1,449 @@
+// write_geometry_container (geometry_container.hpp): lists the tensors the config calls for
+// with their storage and value distribution, then streams them in aff-quantize's order
+// (global tensors, then each layer's dense tensors by name, then its experts by index).
+// Every tensor row has its own splitmix64 stream seeded from (seed, tensor name, row), so
+// rows are generated in parallel and the bytes never depend on the thread count.
+#include "aff/quant/geometry_container.hpp"
+
+#include "aff/container/tensor_names.hpp"
+#include "aff/container/writer.hpp"
+#include "aff/core/error.hpp"
+#include "aff/core/hash.hpp"
+#include "aff/quant/codebook_source.hpp"
+#include "aff/quant/config_truncate.hpp"
+#include "aff/quant/half.hpp"
+#include "aff/quant/matrix.hpp"
+#include "aff/quant/quantize_plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace aff::quant {
+
+nlohmann::json deepseek_v4_flash_config() {
+    nlohmann::json ratios = nlohmann::json::array();
+    for (int i = 0; i < 44; ++i) ratios.push_back(i < 2 || i == 43 ? 0 : (i % 2 == 0 ? 4 : 128));
+    // Through text, so the numbers have the types a config.json read from disk has.
+    return nlohmann::json::parse(nlohmann::json{
+        {"architectures", {"DeepseekV4ForCausalLM"}},
+        {"model_type", "deepseek_v4"},
+        {"vocab_size", 129280},
+        {"hidden_size", 4096},
+        {"num_hidden_layers", 43},
+        {"num_attention_heads", 64},
+        {"num_key_value_heads", 1},
+        {"head_dim", 512},
+        {"qk_rope_head_dim", 64},
+        {"q_lora_rank", 1024},
+        {"o_groups", 8},
+        {"o_lora_rank", 1024},
+        {"sliding_window", 128},
+        {"compress_ratios", ratios},
+        {"compress_rope_theta", 160000.0},
+        {"rope_theta", 10000.0},
+        {"rope_scaling",
+         {{"type", "yarn"}, {"factor", 16.0}, {"original_max_position_embeddings", 65536},
+          {"beta_fast", 32.0}, {"beta_slow", 1.0}}},
+        {"max_position_embeddings", 1048576},
+        {"index_n_heads", 64},
+        {"index_head_dim", 128},
+        {"index_topk", 512},
+        {"n_routed_experts", 256},
+        {"n_shared_experts", 1},
+        {"num_experts_per_tok", 6},
+        {"moe_intermediate_size", 2048},
+        {"num_hash_layers", 3},
+        {"scoring_func", "sqrtsoftplus"},
+        {"topk_method", "noaux_tc"},
+        {"norm_topk_prob", true},
+        {"routed_scaling_factor", 1.5},
+        {"swiglu_limit", 10.0},
+        {"hidden_act", "silu"},
+        {"hc_mult", 4},
+        {"hc_sinkhorn_iters", 20},
+        {"hc_eps", 1e-6},
+        {"rms_norm_eps", 1e-6},
+        {"num_nextn_predict_layers", 1},
+        {"expert_dtype", "fp4"},
+        {"quantization_config",
+         {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"scale_fmt", "ue8m0"},
+          {"weight_block_size", {128, 128}}}},
+        {"tie_word_embeddings", false},
+        {"bos_token_id", 0},
+        {"eos_token_id", 1},
+        {"attention_bias", false},
+        {"attention_dropout", 0.0},
+        {"initializer_range", 0.02},
+        {"torch_dtype", "bfloat16"},
+    }.dump());
+}
+
+namespace {
+
+using u64 = std::uint64_t;
+using u32 = std::uint32_t;
+
+struct Rng {
+    u64 s;
+    u64 next() { return splitmix64_mix(s += kSplitmix64Gamma); }
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+    // Irwin-Hall of four uniforms: mean 0, variance 1, bounded by ±2√3 (no outliers that
+    // would dominate a relative-error check).
+    float gauss() { return (uniform() + uniform() + uniform() + uniform() - 2.0f) * 1.7320508f; }
+};
+
+// How a tensor's values are drawn.
+enum class Kind {
+    fp8_weight,  // F8_E4M3, about N(0,1)·16 rounded (the block scales carry the magnitude)
+    fp8_scale,   // F8_E8M0: 2^round(log2(σ·√(8/5)/16)) or half that, per block (rms σ overall)
+    bf16_gauss,  // BF16 N(0, σ²)
+    bf16_uniform,  // BF16 centre ± spread
+    f32_gauss,
+    f32_uniform,
+    tid2eid,     // I64 [V, k]: k distinct experts a row
+};
+
+struct Spec {
+    std::string name;
+    Kind kind;
+    std::vector<u64> shape;
+    float a = 0, b = 0;  // σ; or centre, spread
+};
+
+u64 rows_of(const Spec& s) { return s.shape.size() == 1 ? 1 : s.shape[0]; }
+u64 cols_of(const Spec& s) { return s.shape.back(); }
+
+StorageType type_of(Kind k) {
+    switch (k) {
+        case Kind::fp8_weight: return StorageType::F8_E4M3;
+        case Kind::fp8_scale: return StorageType::F8_E8M0;
+        case Kind::bf16_gauss:
+        case Kind::bf16_uniform: return StorageType::BF16;
+        case Kind::f32_gauss:
+        case Kind::f32_uniform: return StorageType::F32;
+        case Kind::tid2eid: break;
+    }
+    return StorageType::I64;
+}
+
+std::size_t element_bytes(Kind k) {
+    switch (type_of(k)) {
+        case StorageType::F8_E4M3:
+        case StorageType::F8_E8M0: return 1;
+        case StorageType::BF16: return 2;
+        case StorageType::F32: return 4;
+        default: return 8;
+    }
+}
+
+// The 127 non-negative finite E4M3 values, code order = value order.
+struct E4m3Table {
+    std::array<float, 127> v;
+    E4m3Table() {
+        for (int c = 0; c < 127; ++c) {
+            const int e = c >> 3, m = c & 7;
+            v[c] = e == 0 ? std::ldexp(m / 8.0f, -6) : std::ldexp(1.0f + m / 8.0f, e - 7);
+        }
+    }
+    std::uint8_t encode(float x) const {
+        const std::uint8_t sign = x < 0 ? 0x80 : 0;
+        const float a = std::min(std::fabs(x), v[126]);
+        const auto it = std::lower_bound(v.begin(), v.end(), a);
+        int c = static_cast<int>(it - v.begin());
+        if (c > 0 && (c == 127 || a - v[c - 1] <= v[c] - a)) --c;
+        return sign | static_cast<std::uint8_t>(c);
+    }
+};
+
+class Generator {
+public:
+    Generator(u64 seed, u32 experts, const Codebook& cb) : seed_(seed), experts_(experts) {
+        double sq = 0;
+        for (int e = 0; e < Codebook::kEntries; ++e) sq += cb.coord0()[e] * cb.coord0()[e] + cb.coord1()[e] * cb.coord1()[e];
+        codebook_rms_ = static_cast<float>(std::sqrt(sq / (2.0 * Codebook::kEntries)));
+        // The E4M3 code of 16·√3·(u1+u2+u3+u4 − 2) for four 16-bit uniforms u, by their sum.
+        const E4m3Table e4m3;
+        fp8_gauss_.resize(4 * 65535 + 1);
+        for (std::size_t i = 0; i < fp8_gauss_.size(); ++i)
+            fp8_gauss_[i] = e4m3.encode(16.0f * 1.7320508f * (static_cast<float>(i) / 65536.0f - 2.0f));
+    }
+
+    u64 tensor_seed(const std::string& name) const { return splitmix64_mix(seed_ ^ xxh3_64(name.data(), name.size())); }
+
+    // Rows [begin, end) of a dense tensor into dst (row-major, element_bytes each).
+    void dense_rows(const Spec& s, u64 ts, u64 begin, u64 end, std::uint8_t* dst) const {
+        const u64 cols = cols_of(s);
+        const std::size_t eb = element_bytes(s.kind);
+        for (u64 r = begin; r < end; ++r) {
+            Rng rng{splitmix64_mix(ts + r)};
+            std::uint8_t* out = dst + (r - begin) * cols * eb;
+            switch (s.kind) {
+                case Kind::fp8_weight:  // 16·N(0,1) rounded to E4M3: one draw and one lookup a value
+                    for (u64 c = 0; c < cols; ++c) {
+                        const u64 x = rng.next();
+                        out[c] = fp8_gauss_[(x & 0xFFFF) + ((x >> 16) & 0xFFFF) + ((x >> 32) & 0xFFFF) + (x >> 48)];
+                    }
+                    break;
+                case Kind::fp8_scale: {
+                    const int e0 = static_cast<int>(std::lround(std::log2(s.a * std::sqrt(1.6) / 16.0)));
+                    for (u64 c = 0; c < cols; ++c) out[c] = static_cast<std::uint8_t>(127 + e0 - int(rng.next() & 1));
+                    break;
+                }
+                case Kind::bf16_gauss:
+                case Kind::bf16_uniform:
+                    for (u64 c = 0; c < cols; ++c) {
+                        const float x = s.kind == Kind::bf16_gauss ? s.a * rng.gauss()
+                                                                   : s.a + s.b * (2.0f * rng.uniform() - 1.0f);
+                        const std::uint16_t h = float_to_bf16(x);
+                        std::memcpy(out + 2 * c, &h, 2);
+                    }
+                    break;
+                case Kind::f32_gauss:
+                case Kind::f32_uniform:
+                    for (u64 c = 0; c < cols; ++c) {
+                        const float x = s.kind == Kind::f32_gauss ? s.a * rng.gauss()
+                                                                  : s.a + s.b * (2.0f * rng.uniform() - 1.0f);
+                        std::memcpy(out + 4 * c, &x, 4);
+                    }
+                    break;
+                case Kind::tid2eid: {
+                    std::vector<std::int64_t> chosen;
+                    while (chosen.size() < cols) {
+                        const auto e = static_cast<std::int64_t>(rng.next() % experts_);
+                        if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+                    }
+                    std::memcpy(out, chosen.data(), cols * 8);
+                    break;
+                }
+            }
+        }
+    }
+
+    // Rows [begin, end) of a TQ2875 matrix: random index streams, bf16 scales around the one
+    // that gives the rows an rms of 1/√cols (unit-variance outputs for unit-variance inputs).
+    void expert_rows(u64 ts, u64 cols, u64 begin, u64 end, std::uint8_t* dst) const {
+        const std::size_t rb = row_bytes(cols);
+        const float base = 1.0f / (std::sqrt(static_cast<float>(cols)) * codebook_rms_);
+        for (u64 r = begin; r < end; ++r) {
+            Rng rng{splitmix64_mix(ts + r)};
+            std::uint8_t* out = dst + (r - begin) * rb;
+            for (std::size_t blk = 0; blk < rb / 92; ++blk, out += 92) {
+                for (int i = 0; i < 90; i += 8) {
+                    const u64 bits = rng.next();
+                    std::memcpy(out + i, &bits, std::min(8, 90 - i));
+                }
+                const std::uint16_t scale = float_to_bf16(base * (0.75f + 0.5f * rng.uniform()));
+                std::memcpy(out + 90, &scale, 2);
+            }
+        }
+    }
+
+private:
+    u64 seed_;
+    u32 experts_;
+    float codebook_rms_ = 1;
+    std::vector<std::uint8_t> fp8_gauss_;
+};
+
+class SpecList {
+public:
+    std::vector<Spec> specs;
+    void fp8(const std::string& prefix, u64 n, u64 k) {
+        const float sigma = 1.0f / std::sqrt(static_cast<float>(k));
+        specs.push_back({prefix + ".weight", Kind::fp8_weight, {n, k}});
+        specs.push_back({prefix + ".scale", Kind::fp8_scale, {(n + 127) / 128, (k + 127) / 128}, sigma});
+    }
+    void bf16_matrix(const std::string& name, u64 n, u64 k, float sigma = 0) {
+        specs.push_back({name, Kind::bf16_gauss, {n, k}, sigma ? sigma : 1.0f / std::sqrt(static_cast<float>(k))});
+    }
+    void norm(const std::string& name, u64 n) { specs.push_back({name, Kind::bf16_uniform, {n}, 1.0f, 0.1f}); }
+    void f32(const std::string& name, std::vector<u64> shape, float centre, float spread) {
+        specs.push_back({name, Kind::f32_uniform, std::move(shape), centre, spread});
+    }
+    // One mHC site: fn outputs of about 0.3 for the unit-rms normalised streams.
+    void hyper(const std::string& p, const std::string& site, u64 rows, u64 width) {
+        specs.push_back({p + "hc_" + site + "_fn", Kind::f32_gauss, {rows, width}, 0.3f / std::sqrt(float(width))});
+        f32(p + "hc_" + site + "_base", {rows}, 0.0f, 0.5f);
+        f32(p + "hc_" + site + "_scale", {site == "head" ? u64(1) : u64(3)}, 0.5f, 0.25f);
+    }
+    void sort() { std::sort(specs.begin(), specs.end(), [](const Spec& a, const Spec& b) { return a.name < b.name; }); }
+};
+
+struct Geometry {
+    u64 V, D, H, Dh, Rq, G, Ro, Hi, Di, E, k, I, n;
+};
+
+SpecList global_specs(const Geometry& g) {
+    SpecList s;
+    s.bf16_matrix("embed.weight", g.V, g.D, 1.0f);
+    s.bf16_matrix("head.weight", g.V, g.D);
+    s.norm("norm.weight", g.D);
+    s.hyper("", "head", g.n, g.n * g.D);
+    s.sort();
+    return s;
+}
+
+void compressor_specs(SpecList& s, const std::string& p, const Geometry& g, u64 ratio, u64 dim, bool overlap) {
+    const u64 width = overlap ? 2 * dim : dim;
+    s.bf16_matrix(p + "wkv.weight", width, g.D);
+    s.bf16_matrix(p + "wgate.weight", width, g.D);
+    s.f32(p + "ape", {ratio, width}, 0.0f, 0.5f);
+    s.norm(p + "norm.weight", dim);
+}
+
+SpecList layer_specs(const Geometry& g, int layer, int ratio, bool hash) {
+    SpecList s;
+    const std::string p = "layers." + std::to_string(layer) + ".";
+    s.norm(p + "attn_norm.weight", g.D);
+    s.norm(p + "ffn_norm.weight", g.D);
+    s.hyper(p, "attn", (2 + g.n) * g.n, g.n * g.D);
+    s.hyper(p, "ffn", (2 + g.n) * g.n, g.n * g.D);
+    const std::string a = p + "attn.";
+    s.f32(a + "attn_sink", {g.H}, 0.0f, 1.0f);
+    s.fp8(a + "wq_a", g.Rq, g.D);
+    s.norm(a + "q_norm.weight", g.Rq);
+    s.fp8(a + "wq_b", g.H * g.Dh, g.Rq);
+    s.fp8(a + "wkv", g.Dh, g.D);
+    s.norm(a + "kv_norm.weight", g.Dh);
+    s.fp8(a + "wo_a", g.G * g.Ro, g.H * g.Dh / g.G);
+    s.fp8(a + "wo_b", g.D, g.G * g.Ro);
+    if (ratio != 0) compressor_specs(s, a + "compressor.", g, u64(ratio), g.Dh, ratio == 4);
+    if (ratio == 4) {
+        s.fp8(a + "indexer.wq_b", g.Hi * g.Di, g.Rq);
+        s.bf16_matrix(a + "indexer.weights_proj.weight", g.Hi, g.D);
+        compressor_specs(s, a + "indexer.compressor.", g, 4, g.Di, true);
+    }
+    const std::string f = p + "ffn.";
+    s.bf16_matrix(f + "gate.weight", g.E, g.D);
+    if (hash) s.specs.push_back({f + "gate.tid2eid", Kind::tid2eid, {g.V, g.k}});
+    else s.f32(f + "gate.bias", {g.E}, 0.0f, 0.1f);
+    s.fp8(f + "shared_experts.w1", g.I, g.D);
+    s.fp8(f + "shared_experts.w2", g.D, g.I);
+    s.fp8(f + "shared_experts.w3", g.I, g.D);
+    s.sort();
+    return s;
+}
+
+u64 spec_bytes(const Spec& s) {
+    u64 n = element_bytes(s.kind);
+    for (u64 d : s.shape) n *= d;
+    return n;
+}
+
+constexpr u64 kChunkBytes = 32ull << 20;  // dense tensors are generated and written in ≤ 32 MiB slices
+
+void write_dense(ContainerWriter& w, const Generator& gen, const Spec& s, ThreadPool& pool, Progress& progress,
+                 std::vector<std::uint8_t>& buf, GeometryContainerReport& report) {
+    const u64 rows = rows_of(s), row_bytes = spec_bytes(s) / rows;
+    const u64 chunk_rows = std::max<u64>(1, kChunkBytes / row_bytes);
+    const u64 ts = gen.tensor_seed(s.name);
+    w.begin_tensor(s.name, type_of(s.kind), s.shape);
+    for (u64 r0 = 0; r0 < rows; r0 += chunk_rows) {
+        const u64 r1 = std::min(rows, r0 + chunk_rows);
+        buf.resize((r1 - r0) * row_bytes);
+        pool.parallel_for(r1 - r0, [&](std::size_t b, std::size_t e) {
+            gen.dense_rows(s, ts, r0 + b, r0 + e, buf.data() + b * row_bytes);
+        }, 16);
+        w.write(buf);
+        progress.advance(buf.size());
+    }
+    w.end_tensor();
+    ++report.dense_tensors;
+    report.dense_bytes += spec_bytes(s);
+}
+
+}  // namespace
+
+GeometryContainerReport write_geometry_container(const GeometryContainerOptions& o, ThreadPool& pool,
+                                                 Progress& progress) {
+    if (o.out_path.empty()) throw_usage("an output file is required");
+    if (std::filesystem::is_directory(o.out_path)) throw_usage("output " + o.out_path + " is a directory");
+    nlohmann::json config = deepseek_v4_flash_config();
+    const u64 full_layers = config["num_hidden_layers"].get<u64>();
+    if (o.layers < 1 || o.layers > full_layers)
+        throw_usage("--layers " + std::to_string(o.layers) + " is out of range: DeepSeek-V4-Flash has " +
+                    std::to_string(full_layers) + " layers");
+    const u64 k = config["num_experts_per_tok"].get<u64>();
+    if (o.experts < k || o.experts > 256)
+        throw_usage("--experts " + std::to_string(o.experts) + " is out of range [" + std::to_string(k) + ", 256]");
+    if (o.vocab < 2 || o.vocab > 129280)
+        throw_usage("--vocab " + std::to_string(o.vocab) + " is out of range [2, 129280]");
+    const std::vector<int> ratios = config["compress_ratios"].get<std::vector<int>>();
+    const u64 hash_layers = config["num_hash_layers"].get<u64>();
+    config["n_routed_experts"] = o.experts;
+    config["vocab_size"] = o.vocab;
+    if (o.layers < full_layers) config = truncate_config(config, o.layers, "DeepSeek-V4-Flash config");
+
+    const Geometry g{o.vocab, 4096, 64, 512, 1024, 8, 1024, 64, 128, o.experts, k, 2048, 4};
+    const CodebookSource cb = builtin_codebook_source();
+    const Generator gen(o.seed, o.experts, cb.codebook);
+
+    std::vector<SpecList> groups{global_specs(g)};
+    for (u32 l = 0; l < o.layers; ++l) groups.push_back(layer_specs(g, int(l), ratios[l], l < hash_layers));
+    u64 total = 0;
+    for (const SpecList& s : groups)
+        for (const Spec& t : s.specs) total += spec_bytes(t);
+    const u64 expert_matrix_rows[3] = {g.I, g.D, g.I}, expert_matrix_cols[3] = {g.D, g.I, g.D};
+    u64 bytes_per_expert = 0;
+    for (int m = 0; m < 3; ++m) bytes_per_expert += matrix_bytes(expert_matrix_rows[m], expert_matrix_cols[m]);
+    total += bytes_per_expert * o.experts * o.layers;
+
+    nlohmann::json metadata = {
+        {"config", config},
+        {"quantiser",
+         {{"format", "TQ2875"},
+          {"format_version", 1},
+          {"codebook_id", cb.id},
+          {"codebook", "built-in"},
+          {"rotation", "off"},
+          {"search_passes", 0},
+          {"imatrix", false},
+          {"layers", o.layers},
+          {"source_layers", full_layers},
+          {"synthetic", "random index bits and scales, seed " + std::to_string(o.seed)}}},
+        {"provenance",
+         {{"tool", o.tool}, {"created", o.created}, {"sources", nlohmann::json::array()}, {"imatrix", nullptr}}},
+        {"role", "main"},
+        {"codebook_id", cb.id},
+    };
+
+    GeometryContainerReport report;
+    ContainerWriter writer(o.out_path);
+    writer.set_metadata(std::move(metadata));
+    writer.set_codebook(cb.bytes);
+    std::vector<std::uint8_t> buf;
+    progress.begin("writing", total, "B");
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        for (const Spec& s : groups[gi].specs) write_dense(writer, gen, s, pool, progress, buf, report);
+        if (gi == 0) continue;
+        for (u32 e = 0; e < o.experts; ++e) {
+            const ExpertKey key{false, static_cast<u32>(gi - 1), e};
+            writer.begin_expert(key);
+            for (int m = 0; m < 3; ++m) {
+                const std::string name = expert_matrix_name(key, m);
+                const u64 rows = expert_matrix_rows[m], cols = expert_matrix_cols[m], rb = row_bytes(cols);
+                const u64 ts = gen.tensor_seed(name);
+                buf.resize(rows * rb);
+                pool.parallel_for(rows, [&](std::size_t b, std::size_t en) {
+                    gen.expert_rows(ts, cols, b, en, buf.data() + b * rb);
+                }, 64);
+                writer.begin_tensor(name, StorageType::TQ2875, {rows, cols});
+                writer.write(buf);
+                writer.end_tensor();
+                report.expert_bytes += buf.size();
+                progress.advance(buf.size());
+            }
+            writer.end_expert();
+            ++report.experts;
+        }
+    }
+    progress.end();
+    writer.finish();
+    report.file_bytes = std::filesystem::file_size(o.out_path);
+    return report;
+}
+
+}  // namespace aff::quant

@@ -1,0 +1,123 @@
+// The real-geometry synthetic container (libaff/quant/geometry_container.hpp): the config
+// is V4-Flash's layer order, a small file (one layer, 6 experts, 512 rows of vocabulary,
+// every matrix at its real shape) holds each tensor in the official storage and each
+// expert as aff-quantize lays it out, Model::load runs it to finite logits of moderate
+// size, and the bytes do not depend on the thread count.
+#include "aff/quant/geometry_container.hpp"
+
+#include "aff/container/container.hpp"
+#include "aff/core/error.hpp"
+#include "aff/model/config.hpp"
+#include "aff/model/forward.hpp"
+#include "aff/quant/codebook_source.hpp"
+#include "aff/quant/matrix.hpp"
+
+#include "../temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+namespace {
+
+std::vector<char> file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("the V4-Flash config has the real layer order", "[quant]") {
+    const aff::ModelConfig c = aff::parse_model_config(aff::quant::deepseek_v4_flash_config(), "config");
+    REQUIRE(c.num_layers == 43);
+    REQUIRE(c.hidden_size == 4096);
+    REQUIRE(c.vocab_size == 129280);
+    int sliding = 0, csa = 0, hca = 0, hash = 0;
+    for (int i = 0; i < c.num_layers; ++i) {
+        sliding += c.attention[i] == aff::AttentionKind::sliding;
+        csa += c.attention[i] == aff::AttentionKind::csa;
+        hca += c.attention[i] == aff::AttentionKind::hca;
+        hash += c.hash_routed[i];
+    }
+    CHECK(sliding == 2);
+    CHECK(csa == 21);
+    CHECK(hca == 20);
+    CHECK(hash == 3);
+    CHECK(c.attention[2] == aff::AttentionKind::csa);
+    CHECK(c.attention[3] == aff::AttentionKind::hca);
+    CHECK(c.compress_ratio[3] == 128);
+    CHECK(c.rope_compress.yarn);
+}
+
+TEST_CASE("a one-layer geometry container loads and runs", "[quant]") {
+    aff::test::TempDir dir;
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = dir / "g.aff";
+    o.layers = 1;
+    o.experts = 6;
+    o.vocab = 512;
+    o.seed = 7;
+    aff::ThreadPool pool2(2);
+    const auto report = aff::quant::write_geometry_container(o, pool2, aff::null_progress());
+    CHECK(report.experts == 6);
+    CHECK(report.expert_bytes == 6 * (2 * aff::quant::matrix_bytes(2048, 4096) + aff::quant::matrix_bytes(4096, 2048)));
+
+    {
+        const aff::Container c = aff::Container::open(o.out_path);
+        REQUIRE(c.config());
+        CHECK((*c.config())["num_hidden_layers"] == 1);
+        CHECK((*c.config())["n_routed_experts"] == 6);
+        CHECK((*c.config())["compress_ratios"].size() == 2);  // layer 0 and the MTP entry
+        CHECK(c.codebook_id() == aff::quant::builtin_codebook_source().id);
+        const aff::TensorInfo& wq_b = c.tensor("layers.0.attn.wq_b.weight");
+        CHECK(wq_b.type == aff::StorageType::F8_E4M3);
+        CHECK(wq_b.shape == std::vector<std::uint64_t>{32768, 1024});
+        const aff::TensorInfo& scale = c.tensor("layers.0.attn.wq_b.scale");
+        CHECK(scale.type == aff::StorageType::F8_E8M0);
+        CHECK(scale.shape == std::vector<std::uint64_t>{256, 8});
+        CHECK(c.tensor("layers.0.ffn.gate.tid2eid").type == aff::StorageType::I64);
+        CHECK(c.tensor("layers.0.hc_attn_fn").type == aff::StorageType::F32);
+        CHECK(c.tensor("embed.weight").shape == std::vector<std::uint64_t>{512, 4096});
+        REQUIRE(c.experts().size() == 6);
+        const aff::TensorInfo& w2 = c.tensor("layers.0.ffn.experts.5.w2.weight");
+        CHECK(w2.type == aff::StorageType::TQ2875);
+        CHECK(w2.shape == std::vector<std::uint64_t>{4096, 2048});
+    }
+
+    auto model = aff::Model::load(o.out_path, pool2);
+    aff::DecodeState st = model->new_state();
+    const std::vector<std::int32_t> tokens{3, 141};
+    const std::vector<float> logits = model->forward(st, tokens, false);
+    REQUIRE(logits.size() == 512);
+    double sum = 0, sq = 0;
+    for (float v : logits) {
+        REQUIRE(std::isfinite(v));
+        sum += v, sq += double(v) * v;
+    }
+    const double sd = std::sqrt(sq / 512 - (sum / 512) * (sum / 512));
+    CHECK(sd > 0.05);  // the head sees O(1) activations: neither vanished ...
+    CHECK(sd < 20.0);  // ... nor blown up
+    model.reset();
+
+    aff::ThreadPool pool1(1);
+    o.out_path = dir / "g1.aff";
+    aff::quant::write_geometry_container(o, pool1, aff::null_progress());
+    CHECK(file_bytes(dir / "g.aff") == file_bytes(dir / "g1.aff"));
+}
+
+TEST_CASE("geometry container options out of range are usage errors", "[quant]") {
+    aff::test::TempDir dir;
+    aff::ThreadPool pool(1);
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = dir / "x.aff";
+    o.layers = 44;
+    CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()),
+                      Catch::Contains("--layers 44 is out of range"));
+    o.layers = 1;
+    o.experts = 5;
+    CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()),
+                      Catch::Contains("--experts 5 is out of range"));
+    CHECK(dir.entries() == 0);
+}
