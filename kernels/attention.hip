@@ -27,12 +27,18 @@ __host__ __device__ inline int visible(int count, long long p, int ratio) {
     return v < count ? static_cast<int>(v) : count;
 }
 
+// Entries emitted so far: with start_at, those the start read on the device implies (the
+// compressor's rule, kernels/compressor.hpp), else the caller's count.
+__device__ inline int entry_count(const AttentionArgs& a, long long start) {
+    return a.start_at && a.ratio > 0 ? static_cast<int>((start + a.n) / a.ratio) : a.entry_count;
+}
+
 // The keys of query t: window rows first, then its entries. Null past the end.
-__device__ inline const float* key_row(const AttentionArgs& a, int t, long long first, int wcount, int keys, int j,
-                                       int dim) {
+__device__ inline const float* key_row(const AttentionArgs& a, long long start, int t, long long first, int wcount,
+                                       int keys, int j, int dim) {
     if (j < wcount) {
         const long long pos = first + j;
-        return pos >= a.start ? a.kv + static_cast<size_t>(pos - a.start) * dim
+        return pos >= start ? a.kv + static_cast<size_t>(pos - start) * dim
                               : a.ring + static_cast<size_t>(pos % a.window) * dim;
     }
     if (j >= keys) return nullptr;
@@ -82,11 +88,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, in
     const int split = static_cast<int>(dev::block_y()) % splits;
     const int warp = static_cast<int>(dev::thread_x()) / kWarp;
     const int lane = static_cast<int>(dev::lane_id());
-    const long long p = a.start + t;
+    const long long start = a.start_at ? *a.start_at : a.start;
+    const long long p = start + t;
     const long long first = p - a.window + 1 > 0 ? p - a.window + 1 : 0;
     const int wcount = static_cast<int>(p - first + 1);
     int ecount = 0;
-    if (a.entries) ecount = a.selected ? a.selected_count[t] : visible(a.entry_count, p, a.ratio);
+    if (a.entries) ecount = a.selected ? a.selected_count[t] : visible(entry_count(a, start), p, a.ratio);
     const int keys = wcount + ecount;
     const int per_split = (keys + splits - 1) / splits;
     const int begin = split * per_split;
@@ -110,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a, in
         bool real[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-            const float* row = base + u < end ? key_row(a, t, first, wcount, keys, base + u, kDim) : nullptr;
+            const float* row = base + u < end ? key_row(a, start, t, first, wcount, keys, base + u, kDim) : nullptr;
             real[u] = row != nullptr;  // the same for the whole warp
             if (row) {
                 load_lane<kV>(row, lane, k[u]);
@@ -227,7 +234,9 @@ __global__ void __launch_bounds__(kThreads) attention_combine_kernel(AttentionAr
 }
 
 __global__ void __launch_bounds__(kThreads) ring_store_kernel(float* ring, const float* __restrict__ kv, int first,
-                                                              int head_dim, int window, long long start) {
+                                                              int head_dim, int window, long long start,
+                                                              const int32_t* start_at) {
+    if (start_at) start = *start_at;
     const int t = first + static_cast<int>(dev::block_x());
     const long long slot = (start + t) % window;
     for (int d = static_cast<int>(dev::thread_x()); d < head_dim; d += kThreads)
@@ -244,7 +253,8 @@ int attention_splits(const AttentionArgs& a) {
     int splits = static_cast<int>((kTargetBlocks + blocks - 1) / blocks);
     // At least kMinSplitKeys keys a range (of the most any token can have): below that the
     // partials' traffic outweighs the parallelism (measured: window-only decode got slower).
-    const long long last = a.start + a.n - 1;
+    // With start_at the start is unknown here: shape for a full window and entry_count entries.
+    const long long last = a.start_at ? (1ll << 40) : a.start + a.n - 1;
     long long keys = last + 1 < a.window ? last + 1 : a.window;
     if (a.entries) keys += a.selected ? a.selected_stride : visible(a.entry_count, last, a.ratio);
     const long long by_keys = (keys + kMinSplitKeys - 1) / kMinSplitKeys;
@@ -293,12 +303,13 @@ void attention(const AttentionArgs& a, void* stream) {
     }
 }
 
-void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream) {
+void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream,
+                const int32_t* start_at) {
     if (n < 0 || head_dim <= 0 || window <= 0 || start < 0) throw_argument("ring_store", "bad sizes");
     const int first = n > window ? n - window : 0;
     if (n - first == 0) return;
     ring_store_kernel<<<dim3(static_cast<unsigned>(n - first)), dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(
-        ring, kv, first, head_dim, window, static_cast<long long>(start));
+        ring, kv, first, head_dim, window, static_cast<long long>(start), start_at);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

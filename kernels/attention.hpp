@@ -44,6 +44,12 @@ struct AttentionArgs {
     // it, a launch of few blocks (n · heads / 2 under ~4 per SM) also splits each query's keys
     // into ranges merged by a second kernel; without it, one block per (head pair, token).
     float* scratch = nullptr;
+    // Graph replay (libaff/gpu/forward.cpp): when set, the chunk's start is read here (device
+    // memory) when the kernel runs and `start` is ignored; the entries visible to a query then
+    // follow from it ((start + n) / ratio, the compressor's count) and entry_count only bounds
+    // them to shape the launch (the key ranges assume a full window and entry_count entries),
+    // so one captured launch serves every position.
+    const int32_t* start_at = nullptr;
 };
 
 // Throws unsupported for a head_dim other than 32/64/128/256/512 or n out of range.
@@ -57,7 +63,9 @@ int attention_splits(const AttentionArgs& a);
 
 // ring[(start + t) mod window] ← kv[t] for the chunk's last min(n, window) tokens. Launch after
 // attention() on the same stream (the queries read the ring as it was before the chunk).
-void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream);
+// With start_at (device memory) the start is read there when the kernel runs, as in AttentionArgs.
+void ring_store(float* ring, const float* kv, int n, int head_dim, int window, int64_t start, void* stream,
+                const int32_t* start_at = nullptr);
 
 // fp32 dot products and softmax, summed in another order than the CPU (online softmax over
 // warps and key ranges): measured up to 1.2e-12 (max relative error 2.3e-6) on the H200,

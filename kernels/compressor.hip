@@ -46,7 +46,9 @@ __device__ inline void previous_slot(const CompressorArgs& a, long long win, int
 __global__ void __launch_bounds__(kThreads) compressor_emit_kernel(CompressorArgs a) {
     __shared__ float entry[kMaxDim];
     __shared__ float red[kThreads / kWarp];
+    if (a.start_at) a.start = *a.start_at;
     const long long win = a.start / a.ratio + dev::block_x();
+    if (win >= (a.start + a.n) / a.ratio) return;  // start_at: more blocks than windows
     const int width = a.overlap ? 2 * a.dim : a.dim;
     const int r = a.ratio;
     const bool with_prev = a.overlap && win > 0;
@@ -107,6 +109,7 @@ __global__ void __launch_bounds__(kThreads) compressor_emit_kernel(CompressorArg
 }
 
 __global__ void __launch_bounds__(kThreads) compressor_advance_kernel(CompressorArgs a) {
+    if (a.start_at) a.start = *a.start_at;
     const int width = a.overlap ? 2 * a.dim : a.dim;
     const int idx = static_cast<int>(dev::block_x()) * kThreads + static_cast<int>(dev::thread_x());
     if (idx >= a.ratio * width) return;
@@ -137,7 +140,10 @@ void compressor(const CompressorArgs& a, void* stream) {
     if (a.overlap && (!a.prev_kv || !a.prev_gate)) throw_argument("compressor", "CSA (overlap) needs the previous-window state");
     if (a.n == 0) return;
     const hipStream_t s = static_cast<hipStream_t>(stream);
-    const long long windows = compressor_end_entry(a.start, a.n, a.ratio) - compressor_first_entry(a.start, a.ratio);
+    // With start_at the windows depend on the start read on the device: enough blocks for any.
+    const long long windows = a.start_at ? a.n / a.ratio + 1
+                                         : compressor_end_entry(a.start, a.n, a.ratio) -
+                                               compressor_first_entry(a.start, a.ratio);
     if (windows > 0) {
         compressor_emit_kernel<<<dim3(static_cast<unsigned>(windows)), dim3(kThreads), 0, s>>>(a);
         AFF_GPU_CHECK(hipGetLastError());

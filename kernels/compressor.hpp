@@ -45,6 +45,9 @@ struct CompressorArgs {
     bool overlap = false;         // CSA
     float eps = 1e-6f;
     int64_t start = 0;
+    // Graph replay (libaff/gpu/forward.cpp): when set, the start is read here (device memory)
+    // when the kernels run and `start` is ignored, so one captured launch serves every position.
+    const int32_t* start_at = nullptr;
 };
 
 // Two launches on `stream`: emit the completed windows' entries, then advance the pending and

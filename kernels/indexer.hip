@@ -29,7 +29,8 @@ __host__ __device__ inline int visible(int count, long long p, int ratio) {
 __global__ void __launch_bounds__(kThreads) indexer_scores_kernel(const float* __restrict__ q, const float* __restrict__ w,
                                                                   const float* __restrict__ keys, float* scores, int heads,
                                                                   int dim, long long start, int ratio, int count,
-                                                                  int stride) {
+                                                                  int stride, const int32_t* start_at) {
+    if (start_at) start = *start_at;
     extern __shared__ float smem[];
     float* sq = smem;                          // [heads, dim]
     float* sw = sq + heads * dim;              // [heads]
@@ -81,7 +82,9 @@ __device__ inline unsigned long long sort_key(float score, int index) {
 
 __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float* __restrict__ scores, int stride,
                                                                     long long start, int ratio, int count, int k,
-                                                                    int32_t* selected, int32_t* selected_count) {
+                                                                    int32_t* selected, int32_t* selected_count,
+                                                                    const int32_t* start_at) {
+    if (start_at) start = *start_at;
     __shared__ unsigned hist[256];
     __shared__ unsigned long long s_prefix, s_mask;
     __shared__ unsigned s_remaining, s_found;
@@ -166,11 +169,12 @@ __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float*
 }  // namespace
 
 void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
-                    int64_t start, int ratio, int count, int stride, void* stream) {
+                    int64_t start, int ratio, int count, int stride, void* stream, const int32_t* start_at) {
     if (n < 0 || n > 65535 || heads <= 0 || head_dim <= 0 || head_dim % 4 != 0 || heads * head_dim > kMaxQ)
         throw_argument("indexer_scores", "heads · head_dim must be at most 8192, head_dim a multiple of 4, n <= 65535");
     if (ratio <= 0 || count < 0 || start < 0) throw_argument("indexer_scores", "ratio must be > 0, count and start >= 0");
-    const int vis = visible(count, start + n - 1, ratio);  // the last token sees the most
+    // The last token sees the most; with start_at, count bounds what any start can see.
+    const int vis = start_at ? count : visible(count, start + n - 1, ratio);
     if (n == 0 || vis == 0) return;
     if (stride < vis) throw_argument("indexer_scores", "stride is smaller than the visible entries");
     const size_t shared = sizeof(float) * (static_cast<size_t>(heads) * head_dim + heads + kTile * (head_dim + 1) +
@@ -178,17 +182,17 @@ void indexer_scores(const float* q, const float* w, const float* keys, float* sc
     if (shared > 48 * 1024) throw_argument("indexer_scores", "shapes need more than 48 KiB of shared memory");
     const dim3 grid(static_cast<unsigned>((vis + kTile - 1) / kTile), static_cast<unsigned>(n));
     indexer_scores_kernel<<<grid, dim3(kThreads), shared, static_cast<hipStream_t>(stream)>>>(
-        q, w, keys, scores, heads, head_dim, static_cast<long long>(start), ratio, count, stride);
+        q, w, keys, scores, heads, head_dim, static_cast<long long>(start), ratio, count, stride, start_at);
     AFF_GPU_CHECK(hipGetLastError());
 }
 
 void indexer_topk(const float* scores, int n, int stride, int64_t start, int ratio, int count, int k, int32_t* selected,
-                  int32_t* selected_count, void* stream) {
+                  int32_t* selected_count, void* stream, const int32_t* start_at) {
     if (k <= 0 || k > kIndexerMaxTopk) throw_argument("indexer_topk", "k must be in 1..2048");
     if (n < 0 || ratio <= 0 || count < 0 || start < 0) throw_argument("indexer_topk", "bad sizes");
     if (n == 0) return;
     indexer_topk_kernel<<<dim3(static_cast<unsigned>(n)), dim3(kTopkThreads), 0, static_cast<hipStream_t>(stream)>>>(
-        scores, stride, static_cast<long long>(start), ratio, count, k, selected, selected_count);
+        scores, stride, static_cast<long long>(start), ratio, count, k, selected, selected_count, start_at);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

@@ -17,14 +17,20 @@
 
 namespace aff::gpu {
 
+// Graph replay (libaff/gpu/forward.cpp): with start_at (device memory), the chunk's start is
+// read there when the kernel runs and `start` is ignored; `count` then bounds the entries any
+// start may see (the state's capacity) and shapes the launch, the kernel limits itself to the
+// visible ones, so one captured launch serves every position.
+
 // scores[t, e] = Σ_h w[t, h] / √heads · max(0, q[t, h] · keys[e]) / √head_dim.
 // heads · head_dim at most 8192 and head_dim a multiple of 4; entries past visible(t) untouched.
 void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
-                    int64_t start, int ratio, int count, int stride, void* stream);
+                    int64_t start, int ratio, int count, int stride, void* stream,
+                    const int32_t* start_at = nullptr);
 
 // k at most 2048 (V4-Flash: 512). -0 and +0 are equal scores, as on the CPU.
 void indexer_topk(const float* scores, int n, int stride, int64_t start, int ratio, int count, int k,
-                  int32_t* selected, int32_t* selected_count, void* stream);
+                  int32_t* selected, int32_t* selected_count, void* stream, const int32_t* start_at = nullptr);
 
 inline constexpr int kIndexerMaxTopk = 2048;
 

@@ -105,9 +105,15 @@ __device__ inline void load_codebook(const uint16_t* codebook, uint32_t* cb) {
     for (int i = static_cast<int>(dev::thread_x()); i < kEntries / 4; i += kThreads) dst[i] = src[i];
 }
 
+// Job i: from the launch's own list, or (device_jobs set: graph replay) from device memory.
+__device__ inline MoeGemvJob job_at(const Jobs& jobs, const MoeGemvJob* device_jobs, int i) {
+    return device_jobs ? device_jobs[i] : jobs.job[i];
+}
+
 template <int B>
 __global__ void __launch_bounds__(kThreads)
-    moe_gemv_kernel(Jobs jobs, int count, int n, int k, const uint16_t* __restrict__ codebook, int total_warps) {
+    moe_gemv_kernel(Jobs jobs, const MoeGemvJob* __restrict__ device_jobs, int count, int n, int k,
+                    const uint16_t* __restrict__ codebook, int total_warps) {
     __shared__ uint32_t cb[kEntries];
     __shared__ uint4 stage[kWarpsPerBlock][kRows][kMaxRowChunks];
     dev::launch_dependents();
@@ -121,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
 
     uint4 buf[kRows][kChunksPerLane];
     auto load_item = [&](int it) {
-        const MoeGemvJob& jb = jobs.job[it / items_per_job];
+        const MoeGemvJob jb = job_at(jobs, device_jobs, it / items_per_job);
         const int row0 = (it % items_per_job) * kRows;
         const uint4* w = reinterpret_cast<const uint4*>(jb.w) + static_cast<size_t>(row0) * row_chunks;
 #pragma unroll
@@ -132,10 +138,11 @@ __global__ void __launch_bounds__(kThreads)
                 if (c < row_chunks) buf[r][i] = dev::load_stream(w + r * row_chunks + c);
             }
     };
-    if (item < items) load_item(item);
+    if (!device_jobs && item < items) load_item(item);
     load_codebook(codebook, cb);
     dev::sync_block();
     dev::wait_prerequisites();  // x may come from the previous kernel; y may still be read by it
+    if (device_jobs && item < items) load_item(item);  // a device list may come from the previous kernel too
 
     const PairBits pa = pair_bits(lane), pb = pair_bits(lane + kWarp);
     while (item < items) {
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(kThreads)
         const int next = item + total_warps;
         if (next < items) load_item(next);
 
-        const float* x = jobs.job[job].x;
+        const float* x = job_at(jobs, device_jobs, job).x;
         float acc[B][kRows];
 #pragma unroll
         for (int b = 0; b < B; ++b)
@@ -187,7 +194,7 @@ __global__ void __launch_bounds__(kThreads)
                 }
             }
         }
-        float* y = jobs.job[job].y;
+        float* y = job_at(jobs, device_jobs, job).y;
 #pragma unroll
         for (int b = 0; b < B; ++b)
 #pragma unroll
@@ -227,16 +234,15 @@ void check_shape(const char* what, int n, int k) {
     if (n <= 0 || n % kRows != 0) throw_argument(what, "n must be a positive even number");
 }
 
-}  // namespace
-
-void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
-                    const MoeGemvTuning& t, void* stream) {
+void launch_moe_gemv(const MoeGemvJob* jobs, const MoeGemvJob* device_jobs, int count, int n, int k, int batch,
+                     const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {
     check_shape("moe_gemv", n, k);
-    if (count < 1 || count > kMoeGemvMaxJobs) throw_argument("moe_gemv", "job count must be 1..16");
+    if (count < 1 || (!device_jobs && count > kMoeGemvMaxJobs)) throw_argument("moe_gemv", "job count must be 1..16");
     if (batch < 1 || batch > kMoeGemvMaxBatch) throw_argument("moe_gemv", "batch must be 1..4");
     if (t.target_blocks < 1) throw_argument("moe_gemv", "target_blocks must be positive");
     Jobs j{};
-    for (int i = 0; i < count; ++i) j.job[i] = jobs[i];
+    if (!device_jobs)
+        for (int i = 0; i < count; ++i) j.job[i] = jobs[i];
     const int items = count * (n / kRows);
     const int blocks = std::min(t.target_blocks, (items + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const dim3 grid(static_cast<unsigned>(blocks));
@@ -254,11 +260,11 @@ void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, 
             attribute.val.programmaticStreamSerializationAllowed = 1;
             config.attrs = &attribute;
             config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, j, count, n, k, codebook, total_warps));
+            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, j, device_jobs, count, n, k, codebook, total_warps));
             return;
         }
 #endif
-        kernel<<<grid, dim3(kThreads), 0, s>>>(j, count, n, k, codebook, total_warps);
+        kernel<<<grid, dim3(kThreads), 0, s>>>(j, device_jobs, count, n, k, codebook, total_warps);
         AFF_GPU_CHECK(hipGetLastError());
     };
     switch (batch) {
@@ -267,6 +273,18 @@ void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, 
         case 3: go(moe_gemv_kernel<3>); break;
         default: go(moe_gemv_kernel<4>); break;
     }
+}
+
+}  // namespace
+
+void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
+                    const MoeGemvTuning& t, void* stream) {
+    launch_moe_gemv(jobs, nullptr, count, n, k, batch, codebook, t, stream);
+}
+
+void moe_gemv_device_jobs(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
+                          void* stream) {
+    launch_moe_gemv(nullptr, jobs, count, n, k, batch, codebook, kMoeGemvDefault, stream);
 }
 
 void moe_gemv(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook, void* stream) {

@@ -45,6 +45,13 @@ void moe_gemv(const MoeGemvJob* jobs, int count, int n, int k, int batch, const 
 void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
                     const MoeGemvTuning& tuning, void* stream);
 
+// Graph replay (libaff/gpu/forward.cpp): the same products with the job list in device memory
+// (count jobs, any number), written by an earlier kernel on the stream (kernels/moe_jobs.hpp
+// builds it from the router's choice), so one captured launch multiplies whichever experts are
+// picked when it runs. The kernel reads the list after waiting for its prerequisites.
+void moe_gemv_device_jobs(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
+                          void* stream);
+
 // Dequantises rows × k weights (same layout and limits) into out [rows][k] fp32 with the
 // kernel's own window decoder: bit-identical to aff::quant::decode_block (format §7).
 void tq2875_dequantize(const uint8_t* w, int rows, int k, const uint16_t* codebook, float* out, void* stream);

@@ -176,6 +176,52 @@ float Event::ms_since(const Event& start) const {
     return ms;
 }
 
+Graph::~Graph() { reset(); }
+
+Graph::Graph(Graph&& other) noexcept
+    : graph_(std::exchange(other.graph_, nullptr)), exec_(std::exchange(other.exec_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+    if (this != &other) {
+        reset();
+        graph_ = std::exchange(other.graph_, nullptr);
+        exec_ = std::exchange(other.exec_, nullptr);
+    }
+    return *this;
+}
+
+void Graph::reset() noexcept {
+    if (exec_) (void)hipGraphExecDestroy(static_cast<hipGraphExec_t>(exec_));
+    if (graph_) (void)hipGraphDestroy(static_cast<hipGraph_t>(graph_));
+    exec_ = graph_ = nullptr;
+}
+
+void Graph::begin(const Stream& stream) {
+    reset();
+    AFF_GPU_CHECK(hipStreamBeginCapture(static_cast<hipStream_t>(stream.handle()), hipStreamCaptureModeThreadLocal));
+}
+
+void Graph::end(const Stream& stream) {
+    hipGraph_t g = nullptr;
+    AFF_GPU_CHECK(hipStreamEndCapture(static_cast<hipStream_t>(stream.handle()), &g));
+    graph_ = g;
+    hipGraphExec_t e = nullptr;
+    AFF_GPU_CHECK(hipGraphInstantiateWithFlags(&e, g, 0));
+    exec_ = e;
+}
+
+void Graph::abandon(const Stream& stream) noexcept {
+    hipGraph_t g = nullptr;
+    (void)hipStreamEndCapture(static_cast<hipStream_t>(stream.handle()), &g);
+    if (g) (void)hipGraphDestroy(g);
+    (void)hipGetLastError();  // the failed capture's error is not sticky: clear it
+}
+
+void Graph::launch(const Stream& stream) const {
+    if (!exec_) throw_internal("Graph::launch: nothing captured");
+    AFF_GPU_CHECK(hipGraphLaunch(static_cast<hipGraphExec_t>(exec_), static_cast<hipStream_t>(stream.handle())));
+}
+
 void upload(Buffer& dst, const void* src, std::size_t bytes) {
     if (bytes > dst.size()) throw_argument("upload", "more bytes than the buffer holds");
     Stream s;

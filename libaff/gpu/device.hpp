@@ -103,6 +103,46 @@ private:
     void* handle_ = nullptr;
 };
 
+// A captured sequence of launches on one stream, replayed as one launch (a CUDA/HIP graph):
+// the launch overhead of a decode step's hundreds of kernels is paid once, at capture. Whatever
+// changes between replays must be read by the kernels from device memory (the launches'
+// arguments are frozen at capture). Between begin and end nothing on the stream may wait for
+// the host or copy from pageable host memory.
+class Graph {
+public:
+    Graph() = default;
+    ~Graph();
+    Graph(Graph&& other) noexcept;
+    Graph& operator=(Graph&& other) noexcept;
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+
+    // Captures what `record` launches on `stream` and instantiates it (replacing any earlier
+    // capture). When record throws, the capture is abandoned, the stream is usable again and
+    // the exception propagates.
+    template <class Record>
+    void capture(const Stream& stream, Record&& record) {
+        begin(stream);
+        try {
+            record();
+        } catch (...) {
+            abandon(stream);
+            throw;
+        }
+        end(stream);
+    }
+    void launch(const Stream& stream) const;
+    bool empty() const { return exec_ == nullptr; }
+
+private:
+    void begin(const Stream& stream);
+    void end(const Stream& stream);
+    void abandon(const Stream& stream) noexcept;
+    void reset() noexcept;
+    void* graph_ = nullptr;
+    void* exec_ = nullptr;
+};
+
 // Synchronous upload/download helpers for tests and tools (through a temporary stream).
 void upload(Buffer& dst, const void* src, std::size_t bytes);
 void download(void* dst, const Buffer& src, std::size_t bytes);

@@ -18,6 +18,7 @@
 #include "kernels/hc.hpp"
 #include "kernels/indexer.hpp"
 #include "kernels/moe_gemv.hpp"
+#include "kernels/moe_jobs.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/router_topk.hpp"
 #include "kernels/swiglu.hpp"
@@ -34,8 +35,9 @@ namespace {
 
 constexpr std::size_t kAlign = 256;
 constexpr int kScratchTokens = 64;
-constexpr int kDecodeTokens = 4;  // calls of up to this many tokens give attention its split-key scratch            // activations are planned for this many tokens a call
+constexpr int kDecodeTokens = 4;  // calls of up to this many tokens give attention its split-key scratch
 constexpr std::size_t kRuntimeReserve = 256u << 20;  // left free for the runtime and kernels' own needs
+constexpr std::size_t kMaxGraphs = 16;  // captured decode steps kept (one per set of sequences)
 
 std::size_t align_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -87,6 +89,16 @@ struct CompressorStateRefs {
 struct LayerStateRefs {
     std::size_t ring = 0;
     CompressorStateRefs compressor, indexer;
+};
+
+// One sequence's tokens in a call: rows row .. row+n-1 of the activations, its state, and its
+// start position: known on the host (prefill), or read by the kernels from start_at (device
+// memory) when they run (decode, so a captured graph serves every position).
+struct Seq {
+    std::uint8_t* state = nullptr;
+    std::int64_t start = 0;
+    int n = 0, row = 0;
+    const std::int32_t* start_at = nullptr;
 };
 
 struct LayerRefs {
@@ -151,6 +163,15 @@ struct GpuModel::Impl {
     float *logits_router = nullptr, *route_w = nullptr, *g1 = nullptr, *g3 = nullptr, *routed = nullptr;
     float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
     std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
+    MoeGemvJob* jobs_dev = nullptr;  // moe_gemv's job lists, built on the device (w1, w3, w2)
+
+    // Captured decode steps, one per set of sequences (their state buffers are baked into the
+    // launches); dropped when the activations move (ensure_scratch).
+    struct CachedGraph {
+        std::vector<const void*> key;
+        Graph graph;
+    };
+    std::vector<CachedGraph> graphs;
 
     Impl(const Model& m, const GpuOptions& o) : cpu(m), c(m.config()), options(o), device_guard(o.device) {}
 
@@ -231,8 +252,6 @@ struct GpuModel::Impl {
     bool experts_codebook = false;
     std::string experts_why_dense;
     std::size_t codebook_dev = 0, w13_bytes = 0, w2_bytes = 0;
-    std::vector<std::int32_t> route_ids_host;
-    std::vector<MoeGemvJob> jobs;
     std::vector<Matrix> materialised;  // [layer][expert][3], when the source is not dense
 
     const Matrix& expert_matrix(int layer, int e, ExpertMatrix which) const {
@@ -540,6 +559,7 @@ struct GpuModel::Impl {
         take(logits, n * V);
         take(tokens_dev, n);
         take(route_ids, n * k);
+        take(jobs_dev, 3 * n * k);
         layout_attention_scratch(take, n);
         return used;
     }
@@ -551,6 +571,7 @@ struct GpuModel::Impl {
     void ensure_scratch(int tokens) {
         if (tokens <= capacity) return;
         const int cap = std::max(tokens, kScratchTokens);
+        graphs.clear();  // they point into the old activations
         scratch = Buffer(layout_scratch(nullptr, cap));
         layout_scratch(scratch.as<std::uint8_t>(), cap);
         capacity = cap;
@@ -594,35 +615,47 @@ struct GpuModel::Impl {
         return h;
     }
 
-    // One compressor step (§3.5, Model::compress): the two projections, then the kernel.
-    void run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::uint8_t* state,
-                        std::int64_t start, int n, float* kv_buf, float* gate_buf) {
+    // One compressor step (§3.5, Model::compress): the two projections of all n rows, then
+    // the kernel per sequence on its own state.
+    void run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::span<const Seq> seqs, int n,
+                        float* kv_buf, float* gate_buf) {
         const int D = c.hidden_size, width = (w.overlap ? 2 : 1) * w.dim;
         apply(w.wkv, a, D, n, kv_buf, width);
         apply(w.wgate, a, D, n, gate_buf, width);
-        CompressorArgs ca;
-        ca.kv = kv_buf;
-        ca.gate = gate_buf;
-        ca.ape = at<float>(w.ape);
-        ca.norm = at<float>(w.norm);
-        ca.inv_freq = at<float>(inv_freq_compress_dev);
-        ca.pending_kv = reinterpret_cast<float*>(state + st.pending_kv);
-        ca.pending_gate = reinterpret_cast<float*>(state + st.pending_gate);
-        ca.prev_kv = w.overlap ? reinterpret_cast<float*>(state + st.prev_kv) : nullptr;
-        ca.prev_gate = w.overlap ? reinterpret_cast<float*>(state + st.prev_gate) : nullptr;
-        ca.entries = reinterpret_cast<float*>(state + st.entries);
-        ca.n = n;
-        ca.ratio = w.ratio;
-        ca.dim = w.dim;
-        ca.rope_dim = c.rope_dim;
-        ca.overlap = w.overlap;
-        ca.eps = static_cast<float>(c.rms_norm_eps);
-        ca.start = start;
-        compressor(ca, stream.handle());
+        for (const Seq& q : seqs) {
+            CompressorArgs ca;
+            ca.kv = kv_buf + std::size_t(q.row) * width;
+            ca.gate = gate_buf + std::size_t(q.row) * width;
+            ca.ape = at<float>(w.ape);
+            ca.norm = at<float>(w.norm);
+            ca.inv_freq = at<float>(inv_freq_compress_dev);
+            ca.pending_kv = reinterpret_cast<float*>(q.state + st.pending_kv);
+            ca.pending_gate = reinterpret_cast<float*>(q.state + st.pending_gate);
+            ca.prev_kv = w.overlap ? reinterpret_cast<float*>(q.state + st.prev_kv) : nullptr;
+            ca.prev_gate = w.overlap ? reinterpret_cast<float*>(q.state + st.prev_gate) : nullptr;
+            ca.entries = reinterpret_cast<float*>(q.state + st.entries);
+            ca.n = q.n;
+            ca.ratio = w.ratio;
+            ca.dim = w.dim;
+            ca.rope_dim = c.rope_dim;
+            ca.overlap = w.overlap;
+            ca.eps = static_cast<float>(c.rms_norm_eps);
+            ca.start = q.start;
+            ca.start_at = q.start_at;
+            compressor(ca, stream.handle());
+        }
     }
 
-    // §3.4-3.8 on the GPU (Model::attention step by step): a [n, D] → f [n, D].
-    void attention_gpu(int l, std::uint8_t* state, std::int64_t start, int n) {
+    // Entries of a compressor a launch may see: those the chunk completes (start known), or
+    // the state's capacity (start read on the device: the kernels keep to the visible ones).
+    static int entry_bound(const Seq& q, int ratio, int capacity) {
+        return q.start_at ? capacity : static_cast<int>(compressor_end_entry(q.start, q.n, ratio));
+    }
+
+    // §3.4-3.8 on the GPU (Model::attention step by step): a [n, D] → f [n, D]. Projections,
+    // norms and RoPE run over all n rows at once (positions[] holds each row's position); the
+    // compressors, the indexer's scores and top-k, attention and the ring per sequence.
+    void attention_gpu(int l, std::span<const Seq> seqs, int n) {
         void* s = stream.handle();
         const AttentionRefs& r = layers[l].attn;
         const LayerStateRefs& sr = state_refs[l];
@@ -640,42 +673,55 @@ struct GpuModel::Impl {
         rms_norm(kv, at<float>(r.kv_norm), kv, n, Dh, eps, s);
         rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
 
-        AttentionArgs aa;
-        if (r.has_compressor) {
-            run_compressor(r.compressor, sr.compressor, state, start, n, ckv, cg);
-            aa.entries = reinterpret_cast<const float*>(state + sr.compressor.entries);
-            aa.entry_count = static_cast<int>(compressor_end_entry(start, n, r.compressor.ratio));
-            aa.ratio = r.compressor.ratio;
-        }
+        if (r.has_compressor) run_compressor(r.compressor, sr.compressor, seqs, n, ckv, cg);
+        const int Hi = c.index_heads, Di = c.index_head_dim;
         if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk
-            run_compressor(r.indexer, sr.indexer, state, start, n, ikv, ig);
-            const int Hi = c.index_heads, Di = c.index_head_dim, ratio = r.indexer.ratio;
+            run_compressor(r.indexer, sr.indexer, seqs, n, ikv, ig);
             apply(r.index_wq_b, cq, Rq, n, qi, Hi * Di);
             rope_with_inv_freq(qi, positions, n, Hi, Di, inv_freq_compress, false, s);
             apply(r.index_weights, a, D, n, wi, Hi);
-            const int count = static_cast<int>(compressor_end_entry(start, n, ratio));
-            indexer_scores(qi, wi, reinterpret_cast<const float*>(state + sr.indexer.entries), scores, n, Hi, Di, start,
-                           ratio, count, scores_stride, s);
-            indexer_topk(scores, n, scores_stride, start, ratio, count, c.index_topk, selected, selected_count, s);
-            aa.selected = selected;
-            aa.selected_count = selected_count;
-            aa.selected_stride = c.index_topk;
+            for (const Seq& sq : seqs) {
+                const int ratio = r.indexer.ratio, count = entry_bound(sq, ratio, sr.indexer.capacity);
+                const float* keys = reinterpret_cast<const float*>(sq.state + sr.indexer.entries);
+                float* sc = scores + std::size_t(sq.row) * scores_stride;
+                indexer_scores(qi + std::size_t(sq.row) * Hi * Di, wi + std::size_t(sq.row) * Hi, keys, sc, sq.n, Hi,
+                               Di, sq.start, ratio, count, scores_stride, s, sq.start_at);
+                indexer_topk(sc, sq.n, scores_stride, sq.start, ratio, count, c.index_topk,
+                             selected + std::size_t(sq.row) * c.index_topk, selected_count + sq.row, s, sq.start_at);
+            }
         }
-        float* ring = reinterpret_cast<float*>(state + sr.ring);
-        aa.q = q;
-        aa.kv = kv;
-        aa.ring = ring;
-        aa.sink = at<float>(r.sink);
-        aa.out = o;
-        aa.n = n;
-        aa.heads = H;
-        aa.head_dim = Dh;
-        aa.window = c.sliding_window;
-        aa.start = start;
-        if (n <= kDecodeTokens) aa.scratch = attention_scratch;
-        attention(aa, s);
+        const std::size_t scratch_per_token = attention_scratch_bytes(1, H, Dh) / 4;
+        for (const Seq& sq : seqs) {
+            AttentionArgs aa;
+            if (r.has_compressor) {
+                aa.entries = reinterpret_cast<const float*>(sq.state + sr.compressor.entries);
+                aa.entry_count = entry_bound(sq, r.compressor.ratio, sr.compressor.capacity);
+                aa.ratio = r.compressor.ratio;
+            }
+            if (r.has_indexer) {
+                aa.selected = selected + std::size_t(sq.row) * c.index_topk;
+                aa.selected_count = selected_count + sq.row;
+                aa.selected_stride = c.index_topk;
+            }
+            aa.q = q + std::size_t(sq.row) * H * Dh;
+            aa.kv = kv + std::size_t(sq.row) * Dh;
+            aa.ring = reinterpret_cast<float*>(sq.state + sr.ring);
+            aa.sink = at<float>(r.sink);
+            aa.out = o + std::size_t(sq.row) * H * Dh;
+            aa.n = sq.n;
+            aa.heads = H;
+            aa.head_dim = Dh;
+            aa.window = c.sliding_window;
+            aa.start = sq.start;
+            aa.start_at = sq.start_at;
+            // Sequences of a decode call (rows < kDecodeTokens) each have their own slice.
+            if (sq.row + sq.n <= kDecodeTokens) aa.scratch = attention_scratch + std::size_t(sq.row) * scratch_per_token;
+            attention(aa, s);
+        }
         rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
-        ring_store(ring, kv, n, Dh, c.sliding_window, start, s);
+        for (const Seq& sq : seqs)
+            ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
+                       c.sliding_window, sq.start, s, sq.start_at);
         // Grouped low-rank output projection, then wo_b.
         const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
         for (int g = 0; g < G; ++g)
@@ -683,34 +729,38 @@ struct GpuModel::Impl {
         apply(r.wo_b, z, G * Ro, n, f, D);
     }
 
-    // Routed experts through moe_gemv (codebook-stored): the chosen ids come to the host to
-    // make the job lists (one sync per layer), up to kMoeGemvMaxJobs experts a launch.
+    // Routed experts through moe_gemv (codebook-stored): the job lists (expert j of token
+    // j / k) are built on the device from the router's ids, so nothing waits for the host.
     void routed_codebook(const LayerRefs& r, int n) {
         void* s = stream.handle();
         const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, total = n * k;
-        route_ids_host.resize(total);
-        stream.copy(route_ids_host.data(), route_ids, std::size_t(total) * 4);
-        stream.synchronize();
         const std::uint8_t* base = arena.as<std::uint8_t>();
         const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
-        auto run = [&](std::size_t stack, std::size_t bytes, int rows, int cols, const float* x, int x_stride,
-                       int x_group, float* y) {
-            for (int j0 = 0; j0 < total; j0 += kMoeGemvMaxJobs) {
-                const int count = std::min(kMoeGemvMaxJobs, total - j0);
-                jobs.resize(count);
-                for (int i = 0; i < count; ++i) {
-                    const int j = j0 + i;
-                    jobs[i].w = base + stack + std::size_t(route_ids_host[j]) * bytes;
-                    jobs[i].x = x + std::size_t(j / x_group) * x_stride;
-                    jobs[i].y = y + std::size_t(j) * rows;
-                }
-                moe_gemv(jobs.data(), count, rows, cols, 1, cb, s);
-            }
-        };
-        run(r.codebook_w1, w13_bytes, I, D, a, D, k, g1);
-        run(r.codebook_w3, w13_bytes, I, D, a, D, k, g3);
+        MoeJobList lists[3];
+        lists[0] = {base + r.codebook_w1, w13_bytes, a, std::size_t(D), k, g1, std::size_t(I), jobs_dev};
+        lists[1] = {base + r.codebook_w3, w13_bytes, a, std::size_t(D), k, g3, std::size_t(I), jobs_dev + total};
+        lists[2] = {base + r.codebook_w2, w2_bytes, g1, std::size_t(I), 1, routed, std::size_t(D), jobs_dev + 2 * total};
+        moe_jobs(route_ids, total, lists, 3, s);
+        moe_gemv_device_jobs(jobs_dev, total, I, D, 1, cb, s);
+        moe_gemv_device_jobs(jobs_dev + total, total, I, D, 1, cb, s);
         swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
-        run(r.codebook_w2, w2_bytes, D, I, g1, I, 1, routed);
+        moe_gemv_device_jobs(jobs_dev + 2 * total, total, D, I, 1, cb, s);
+    }
+
+    void run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state);
+
+    // The checks of every call: token ids in the vocabulary, the state this model's, room left.
+    void check_call(const GpuDecodeState& st, std::span<const std::int32_t> toks) const {
+        const int n = static_cast<int>(toks.size()), V = c.vocab_size;
+        for (std::int32_t t : toks)
+            if (t < 0 || t >= V)
+                throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
+                            ")");
+        if (attention_on_gpu ? st.device.size() < state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
+            throw_internal("forward: decode state belongs to another model");
+        if (attention_on_gpu && st.position + n > max_context)
+            throw_usage("the sequence would reach " + std::to_string(st.position + n) + " tokens, over the GPU state's " +
+                        std::to_string(max_context));
     }
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
@@ -841,67 +891,130 @@ GpuDecodeState GpuModel::new_state() const {
     return st;
 }
 
+// The layers and the head for the n rows of `seqs` (tokens_dev and, with attention on the
+// GPU, positions already hold them on the device); logits of rows first .. n-1 end in logits.
+// Nothing here waits for the host while attention runs on the GPU: decode captures it.
+void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state) {
+    void* s = stream.handle();
+    const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const HcConfig hcc = hc_config();
+    gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
+
+    std::vector<float> a_host, f_host;
+    const int count = options.forward.max_layers < 0 ? c.num_layers : std::min(options.forward.max_layers, c.num_layers);
+    for (int l = 0; l < count; ++l) {
+        const LayerRefs& r = layers[l];
+        // mHC around attention (Model::layer_forward): collapse, attn_norm.
+        hc_pre(x, n, {at<float>(r.hc_attn_fn), at<float>(r.hc_attn_base), at<float>(r.hc_attn_scale)}, hcc,
+               hc_scratch, post, comb, u, s);
+        rms_norm(u, at<float>(r.attn_norm), a, n, D, eps, s);
+        if (attention_on_gpu) {
+            attention_gpu(l, seqs, n);
+        } else {  // attention on the CPU (see forward.hpp): one sequence, its start on the host
+            a_host.resize(std::size_t(n) * D);
+            f_host.resize(std::size_t(n) * D);
+            stream.copy(a_host.data(), a, a_host.size() * 4);
+            stream.synchronize();
+            cpu.attention_block(l, cpu_state->attention.layers[l], seqs[0].start, n, a_host.data(), f_host.data());
+            stream.copy(f, f_host.data(), f_host.size() * 4);
+        }
+        hc_post(x, f, post, comb, n, D, s, hc);
+        // mHC around the MoE.
+        hc_pre(x, n, {at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)}, hcc, hc_scratch,
+               post, comb, u, s);
+        rms_norm(u, at<float>(r.ffn_norm), a, n, D, eps, s);
+        moe(r, n);
+        hc_post(x, f, post, comb, n, D, s, hc);
+    }
+
+    // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
+    const int rows = n - first;
+    hc_head(x + std::size_t(first) * hc * D, rows, {at<float>(hc_head_fn), at<float>(hc_head_base),
+                                                    at<float>(hc_head_scale)},
+            hcc, hc_scratch, y, s);
+    rms_norm(y, at<float>(norm), y, rows, D, eps, s);
+    dense_gemv(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V, s);
+}
+
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
     Impl& m = *impl_;
     const ModelConfig& c = m.c;
-    const int n = static_cast<int>(toks.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    const int n = static_cast<int>(toks.size()), V = c.vocab_size;
     if (n == 0) throw_usage("forward: no tokens");
-    for (std::int32_t t : toks)
-        if (t < 0 || t >= V)
-            throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
-    if (m.attention_on_gpu ? st.device.size() < m.state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
-        throw_internal("forward: decode state belongs to another model");
-    if (m.attention_on_gpu && st.position + n > m.max_context)
-        throw_usage("the sequence would reach " + std::to_string(st.position + n) + " tokens, over the GPU state's " +
-                    std::to_string(m.max_context));
+    if (n == 1 && m.attention_on_gpu) {  // a decode step: the captured path
+        GpuDecodeState* one[1] = {&st};
+        return decode(one, toks);
+    }
+    m.check_call(st, toks);
     use_device(m.options.device);
     m.ensure_scratch(n);
-    void* s = m.stream.handle();
-    const float eps = static_cast<float>(c.rms_norm_eps);
-    const HcConfig hcc = m.hc_config();
 
     m.stream.copy(m.tokens_dev, toks.data(), std::size_t(n) * 4);
     std::vector<std::int32_t> pos(n);
     for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(st.position + t);
     if (m.attention_on_gpu) m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
-    embed(m.at<void>(m.embed.offset), m.embed.type, D, m.tokens_dev, n, hc, m.x, s);  // §3.0
-
-    std::vector<float> a_host(std::size_t(n) * D), f_host(std::size_t(n) * D);
-    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
-    for (int l = 0; l < layers; ++l) {
-        const LayerRefs& r = m.layers[l];
-        // mHC around attention (Model::layer_forward): collapse, attn_norm.
-        hc_pre(m.x, n, {m.at<float>(r.hc_attn_fn), m.at<float>(r.hc_attn_base), m.at<float>(r.hc_attn_scale)}, hcc,
-               m.hc_scratch, m.post, m.comb, m.u, s);
-        rms_norm(m.u, m.at<float>(r.attn_norm), m.a, n, D, eps, s);
-        if (m.attention_on_gpu) {
-            m.attention_gpu(l, st.device.as<std::uint8_t>(), st.position, n);
-        } else {  // attention on the CPU (see forward.hpp)
-            m.stream.copy(a_host.data(), m.a, a_host.size() * 4);
-            m.stream.synchronize();
-            m.cpu.attention_block(l, st.attention.layers[l], st.position, n, a_host.data(), f_host.data());
-            m.stream.copy(m.f, f_host.data(), f_host.size() * 4);
-        }
-        hc_post(m.x, m.f, m.post, m.comb, n, D, s, hc);
-        // mHC around the MoE.
-        hc_pre(m.x, n, {m.at<float>(r.hc_ffn_fn), m.at<float>(r.hc_ffn_base), m.at<float>(r.hc_ffn_scale)}, hcc,
-               m.hc_scratch, m.post, m.comb, m.u, s);
-        rms_norm(m.u, m.at<float>(r.ffn_norm), m.a, n, D, eps, s);
-        m.moe(r, n);
-        hc_post(m.x, m.f, m.post, m.comb, n, D, s, hc);
-    }
+    const Seq seq{m.attention_on_gpu ? st.device.as<std::uint8_t>() : nullptr, st.position, n, 0, nullptr};
+    const int first = all_logits ? 0 : n - 1;
+    m.run(std::span<const Seq>(&seq, 1), n, first, &st);
     st.position += n;
     if (!m.attention_on_gpu) st.attention.position = st.position;
 
-    // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
-    const int first = all_logits ? 0 : n - 1, rows = n - first;
-    HcConfig headc = hcc;
-    hc_head(m.x + std::size_t(first) * hc * D, rows, {m.at<float>(m.hc_head_fn), m.at<float>(m.hc_head_base),
-                                                      m.at<float>(m.hc_head_scale)},
-            headc, m.hc_scratch, m.y, s);
-    rms_norm(m.y, m.at<float>(m.norm), m.y, rows, D, eps, s);
-    dense_gemv(m.at<void>(m.head.offset), m.head.type, V, D, m.y, D, rows, m.logits, V, s);
-    std::vector<float> out(std::size_t(rows) * V);
+    std::vector<float> out(std::size_t(n - first) * V);
+    m.stream.copy(out.data(), m.logits, out.size() * 4);
+    m.stream.synchronize();
+    return out;
+}
+
+std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
+    Impl& m = *impl_;
+    const int B = static_cast<int>(states.size()), V = m.c.vocab_size;
+    if (B < 1 || B > kDecodeBatchMax)
+        throw_usage("decode: " + std::to_string(B) + " sequences (1.." + std::to_string(kDecodeBatchMax) + " a call)");
+    if (toks.size() != states.size())
+        throw_usage("decode: " + std::to_string(toks.size()) + " tokens for " + std::to_string(B) + " sequences");
+    for (int i = 0; i < B; ++i) {
+        for (int j = 0; j < i; ++j)
+            if (states[j] == states[i]) throw_usage("decode: the same sequence twice in one call");
+        m.check_call(*states[i], toks.subspan(i, 1));
+    }
+    if (!m.attention_on_gpu) {  // attention on the CPU: one sequence at a time
+        std::vector<float> out;
+        for (int i = 0; i < B; ++i) {
+            const std::vector<float> one = forward(*states[i], toks.subspan(i, 1), false);
+            out.insert(out.end(), one.begin(), one.end());
+        }
+        return out;
+    }
+    use_device(m.options.device);
+    m.ensure_scratch(B);
+    // Everything that changes between steps goes to the device before the launches: the
+    // tokens, and each sequence's position (which the kernels read through Seq::start_at).
+    std::vector<std::int32_t> pos(B);
+    for (int i = 0; i < B; ++i) pos[i] = static_cast<std::int32_t>(states[i]->position);
+    m.stream.copy(m.tokens_dev, toks.data(), std::size_t(B) * 4);
+    m.stream.copy(m.positions, pos.data(), std::size_t(B) * 4);
+    std::vector<Seq> seqs(B);
+    for (int i = 0; i < B; ++i) seqs[i] = {states[i]->device.as<std::uint8_t>(), 0, 1, i, m.positions + i};
+    auto record = [&] { m.run(seqs, B, 0, nullptr); };
+    if (m.options.graphs) {
+        std::vector<const void*> key(B);
+        for (int i = 0; i < B; ++i) key[i] = states[i]->device.data();
+        auto it = std::find_if(m.graphs.begin(), m.graphs.end(), [&](const auto& g) { return g.key == key; });
+        if (it == m.graphs.end()) {
+            if (m.graphs.size() >= kMaxGraphs) m.graphs.erase(m.graphs.begin());
+            Graph g;
+            g.capture(m.stream, record);
+            m.graphs.push_back({key, std::move(g)});
+            it = m.graphs.end() - 1;
+        }
+        it->graph.launch(m.stream);
+    } else {
+        record();
+    }
+    for (int i = 0; i < B; ++i) ++states[i]->position;
+
+    std::vector<float> out(std::size_t(B) * V);
     m.stream.copy(out.data(), m.logits, out.size() * 4);
     m.stream.synchronize();
     return out;

@@ -13,6 +13,15 @@
 //        Dense projections use fp8_gemv on the checkpoint's own FP8 bytes and E8M0 scales when
 //        the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact values.
 //        A decode step makes no host round trip until the logits.
+//   Decode (one token for each of 1..4 sequences, GpuModel::decode; forward with one token
+//        too): the step's launches are captured once per set of sequences into a CUDA/HIP
+//        graph (libaff/gpu/device.hpp, Graph) and replayed; what changes between steps (token
+//        ids, positions, hence ring slots and visible entries, the routed experts and their
+//        moe_gemv job lists, built on the device by kernels/moe_jobs) is read by the kernels
+//        from device memory. GpuOptions::graphs = false issues the same launches one by one
+//        (same logits bit for bit: tests/gpu/decode_test.cpp). Projections, norms, mHC and
+//        experts take the sequences as one batch; compressors, indexer and attention run per
+//        sequence on its own state.
 //   CPU: the attention block of models whose geometry the attention kernels do not take
 //        (head_dim other than 32/64/128/256/512, indexer limits), through
 //        Model::attention_block with the CPU's own decode state; the block's input goes to
@@ -24,12 +33,12 @@
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
 // Routed experts of a source that offers its codebook-stored bytes (CodebookExperts, TQ2875)
-// stay at 2.875 bits a weight on the device and go through moe_gemv (the chosen ids come to the
-// host once per layer to make the job lists) when moe_gemv takes the shape (k % 1024 == 0,
+// stay at 2.875 bits a weight on the device and go through moe_gemv (job lists built on the
+// device from the router's ids) when moe_gemv takes the shape (k % 1024 == 0,
 // k <= 4096: V4-Flash's 4096/2048); any other ExpertSource (TQ2875R, small shapes) is read
 // through its matvec at load into the dense stacks, for small models only.
-// Not yet: a GPU Hadamard rotation for TQ2875R experts, MTP, batches of several sequences,
-// several GPUs, CUDA graphs.
+// Not yet: a GPU Hadamard rotation for TQ2875R experts, MTP, batched prefill of several
+// sequences, several GPUs; experts shared by sequences of a batch are read once per sequence.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 
@@ -49,11 +58,14 @@ class Checkpoint;
 
 namespace aff::gpu {
 
+inline constexpr int kDecodeBatchMax = 4;  // sequences one decode call takes (the GEMVs' batch)
+
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
     std::size_t memory_cap_bytes = 0;  // --gpu-mib; 0 = all free memory
     int max_context = 0;               // tokens a sequence's GPU state holds; 0 = max_position_embeddings
     bool cpu_attention = false;        // run attention on the CPU even where the kernels take it (tests)
+    bool graphs = true;                // decode replays captured graphs (false: the same launches one by one)
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
 };
 
@@ -96,6 +108,11 @@ public:
     // Same contract as Model::forward: runs tokens at st.position.. and returns [n, V] logits
     // when all_logits, else the last row [V].
     std::vector<float> forward(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_logits);
+
+    // One decode step for each of 1..kDecodeBatchMax distinct sequences: tokens[i] runs at
+    // states[i]->position; returns [B, V] logits, row i for sequence i (the same as each
+    // alone, up to fp32 summation order in the batched GEMVs).
+    std::vector<float> decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
 
 private:
     struct Impl;

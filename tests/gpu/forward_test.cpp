@@ -363,3 +363,8 @@ AFF_DEVICE_TEST("forward") {
     }
     add(rows, "forward", "a cap below the model's size names the missing MiB", missing_error, 0.0);
 }
+
+// For tests/gpu/decode_test.cpp: the TQ2875-expert model above (routed experts through moe_gemv).
+std::unique_ptr<aff::Model> make_codebook_test_model(aff::ThreadPool& pool) {
+    return synthetic_model(pool, ExpertForm::codebook, wide_config());
+}
