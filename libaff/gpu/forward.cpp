@@ -138,6 +138,7 @@ struct GpuModel::Impl {
     DenseRef embed, head;
     std::size_t norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
     std::vector<LayerRefs> layers;
+    std::vector<std::size_t> layer_dense_bytes;  // every weight of a layer but its routed experts
     int fp8_linears = 0, dense_linears = 0;
     DenseType expert_type = DenseType::bf16;
 
@@ -172,6 +173,21 @@ struct GpuModel::Impl {
         Graph graph;
     };
     std::vector<CachedGraph> graphs;
+
+    // Step profile (GpuModel::profile_decode): an event recorded at the start of each op class.
+    struct Mark {
+        const char* what;
+        int layer;
+        std::unique_ptr<Event> event;
+    };
+    bool profiling = false;
+    int mark_layer = -1;
+    std::vector<Mark> marks;
+    void mark(const char* what) {
+        if (!profiling) return;
+        marks.push_back({what, mark_layer, std::make_unique<Event>()});
+        marks.back().event->record(stream);
+    }
 
     Impl(const Model& m, const GpuOptions& o) : cpu(m), c(m.config()), options(o), device_guard(o.device) {}
 
@@ -487,6 +503,7 @@ struct GpuModel::Impl {
         inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
         if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
         for (int l = 0; l < c.num_layers; ++l) {
+            const std::size_t dense_before = plan.dense_bytes;
             const LayerWeights& lw = w.layers[l];
             const std::string p = "layers." + std::to_string(l) + ".ffn.";
             LayerRefs r;
@@ -525,6 +542,7 @@ struct GpuModel::Impl {
                 r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
                 r.experts_w3 = put_expert_stack(l, ExpertMatrix::w3, expert_type);
             }
+            layer_dense_bytes.push_back(plan.dense_bytes - dense_before);
             layers.push_back(r);
         }
     }
@@ -663,6 +681,7 @@ struct GpuModel::Impl {
         const float eps = static_cast<float>(c.rms_norm_eps);
         const std::vector<float>& inv = c.attention[l] == AttentionKind::sliding ? inv_freq_main : inv_freq_compress;
         // Query path: low-rank q, q_norm, per-head unweighted norm, RoPE.
+        mark("attention q/kv projections");
         apply(r.wq_a, a, D, n, cq, Rq);
         rms_norm(cq, at<float>(r.q_norm), cq, n, Rq, eps, s);
         apply(r.wq_b, cq, Rq, n, q, H * Dh);
@@ -673,6 +692,7 @@ struct GpuModel::Impl {
         rms_norm(kv, at<float>(r.kv_norm), kv, n, Dh, eps, s);
         rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
 
+        mark("compressors and indexer");
         if (r.has_compressor) run_compressor(r.compressor, sr.compressor, seqs, n, ckv, cg);
         const int Hi = c.index_heads, Di = c.index_head_dim;
         if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk
@@ -690,6 +710,7 @@ struct GpuModel::Impl {
                              selected + std::size_t(sq.row) * c.index_topk, selected_count + sq.row, s, sq.start_at);
             }
         }
+        mark("attention kernel, ring");
         const std::size_t scratch_per_token = attention_scratch_bytes(1, H, Dh) / 4;
         for (const Seq& sq : seqs) {
             AttentionArgs aa;
@@ -723,6 +744,7 @@ struct GpuModel::Impl {
             ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
                        c.sliding_window, sq.start, s, sq.start_at);
         // Grouped low-rank output projection, then wo_b.
+        mark("attention output projections");
         const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
         for (int g = 0; g < G; ++g)
             apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
@@ -769,6 +791,7 @@ struct GpuModel::Impl {
         const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token;
         const float limit = static_cast<float>(c.swiglu_limit);
         float* shared_out = nullptr;
+        mark("shared expert");
         if (r.has_shared) {
             apply(r.shared_w1, a, D, n, s1, I);
             apply(r.shared_w3, a, D, n, s3, I);
@@ -781,6 +804,7 @@ struct GpuModel::Impl {
             else stream.fill(f, 0, std::size_t(n) * D * 4);
             return;
         }
+        mark("router");
         apply(r.gate, a, D, n, logits_router, c.n_routed_experts);
         RouterConfig rc;
         rc.experts = c.n_routed_experts;
@@ -790,6 +814,7 @@ struct GpuModel::Impl {
                     r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s);
         const int jobs = n * k;
         const std::uint8_t* base = arena.as<std::uint8_t>();
+        mark("routed experts");
         if (experts_codebook) {
             routed_codebook(r, n);
             moe_combine(routed, route_w, n, k, D, shared_out, f, s);
@@ -899,13 +924,17 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const HcConfig hcc = hc_config();
+    mark_layer = -1;
+    mark("embedding");
     gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
 
     std::vector<float> a_host, f_host;
     const int count = options.forward.max_layers < 0 ? c.num_layers : std::min(options.forward.max_layers, c.num_layers);
     for (int l = 0; l < count; ++l) {
         const LayerRefs& r = layers[l];
+        mark_layer = l;
         // mHC around attention (Model::layer_forward): collapse, attn_norm.
+        mark("mHC and norms");
         hc_pre(x, n, {at<float>(r.hc_attn_fn), at<float>(r.hc_attn_base), at<float>(r.hc_attn_scale)}, hcc,
                hc_scratch, post, comb, u, s);
         rms_norm(u, at<float>(r.attn_norm), a, n, D, eps, s);
@@ -919,14 +948,18 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
             cpu.attention_block(l, cpu_state->attention.layers[l], seqs[0].start, n, a_host.data(), f_host.data());
             stream.copy(f, f_host.data(), f_host.size() * 4);
         }
+        mark("mHC and norms");
         hc_post(x, f, post, comb, n, D, s, hc);
         // mHC around the MoE.
         hc_pre(x, n, {at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)}, hcc, hc_scratch,
                post, comb, u, s);
         rms_norm(u, at<float>(r.ffn_norm), a, n, D, eps, s);
         moe(r, n);
+        mark("mHC and norms");
         hc_post(x, f, post, comb, n, D, s, hc);
     }
+    mark_layer = -1;
+    mark("hyper head, final norm, head");
 
     // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
     const int rows = n - first;
@@ -935,6 +968,7 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
             hcc, hc_scratch, y, s);
     rms_norm(y, at<float>(norm), y, rows, D, eps, s);
     dense_gemv(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V, s);
+    mark("end");
 }
 
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
@@ -964,6 +998,77 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     m.stream.copy(out.data(), m.logits, out.size() * 4);
     m.stream.synchronize();
     return out;
+}
+
+void GpuModel::set_max_layers(int layers) {
+    impl_->options.forward.max_layers = layers;
+    impl_->graphs.clear();  // captured with the old layer count
+}
+
+GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
+    Impl& m = *impl_;
+    GpuStepProfile p;
+    const bool graphs = m.options.graphs;
+    m.options.graphs = false;
+    m.profiling = true;
+    m.marks.clear();
+    try {
+        p.logits = decode(states, toks);
+    } catch (...) {
+        m.options.graphs = graphs;
+        m.profiling = false;
+        throw;
+    }
+    m.options.graphs = graphs;
+    m.profiling = false;
+    const int layers = m.options.forward.max_layers < 0 ? m.c.num_layers : std::min(m.options.forward.max_layers, m.c.num_layers);
+    p.layer_ms.assign(std::max(layers, 0), 0.0);
+    for (std::size_t i = 0; i + 1 < m.marks.size(); ++i) {
+        const Impl::Mark& k = m.marks[i];
+        const double ms = m.marks[i + 1].event->ms_since(*k.event);
+        auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const auto& e) { return e.first == k.what; });
+        if (it == p.classes.end()) p.classes.emplace_back(k.what, ms);
+        else it->second += ms;
+        if (k.layer >= 0) p.layer_ms[k.layer] += ms;
+        p.total_ms += ms;
+    }
+    m.marks.clear();
+    return p;
+}
+
+std::size_t GpuModel::decode_read_bytes(int sequences) const {
+    const Impl& m = *impl_;
+    const ModelConfig& c = m.c;
+    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
+    const std::size_t elem = [](DenseType t) { return t == DenseType::bf16 ? 2u : 4u; }(m.head.type);
+    std::size_t bytes = std::size_t(c.vocab_size) * c.hidden_size * elem;  // the head
+    bytes += std::size_t(sequences) * c.hidden_size * (m.embed.type == DenseType::bf16 ? 2 : 4);  // embedding rows
+    const std::size_t routed =
+        m.experts_codebook ? 2 * m.w13_bytes + m.w2_bytes
+                           : 3 * std::size_t(c.hidden_size) * c.moe_intermediate_size * (m.expert_type == DenseType::bf16 ? 2 : 4);
+    const std::size_t chosen = std::min<std::size_t>(std::size_t(sequences) * c.experts_per_token, c.n_routed_experts);
+    for (int l = 0; l < layers; ++l) bytes += m.layer_dense_bytes[l] + chosen * routed;
+    return bytes;
+}
+
+std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
+    const Impl& m = *impl_;
+    const ModelConfig& c = m.c;
+    if (!m.attention_on_gpu) return 0;
+    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
+    const std::size_t p = static_cast<std::size_t>(position) + 1;  // keys of the query at `position`
+    std::size_t bytes = 0;
+    for (int l = 0; l < layers; ++l) {
+        const AttentionRefs& r = m.layers[l].attn;
+        bytes += std::min<std::size_t>(p, c.sliding_window) * c.head_dim * 4;  // the window (ring)
+        if (r.has_indexer) {  // every indexer key is scored, the top-k main entries attended
+            const std::size_t entries = p / r.indexer.ratio;
+            bytes += entries * c.index_head_dim * 4 + std::min<std::size_t>(entries, c.index_topk) * c.head_dim * 4;
+        } else if (r.has_compressor) {
+            bytes += p / r.compressor.ratio * c.head_dim * 4;
+        }
+    }
+    return bytes;
 }
 
 std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {

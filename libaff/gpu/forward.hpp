@@ -50,6 +50,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aff {
@@ -88,6 +89,16 @@ struct GpuMemoryPlan {
     std::size_t total() const { return dense_bytes + expert_bytes + scratch_bytes + state_bytes; }
 };
 
+// One decode step timed op class by op class (GpuModel::profile_decode): the launches are
+// issued one by one with an event at each class boundary, so the total exceeds a replayed
+// graph's step by the launch gaps; what it shows is where the time goes.
+struct GpuStepProfile {
+    std::vector<std::pair<std::string, double>> classes;  // ms per op class, summed over layers, in first-seen order
+    std::vector<double> layer_ms;                         // ms per layer (embedding and head excluded)
+    double total_ms = 0.0;
+    std::vector<float> logits;                            // as decode returns them
+};
+
 class GpuModel {
 public:
     // Uploads the weights of `cpu` (which must outlive this object: attention still runs on it).
@@ -113,6 +124,19 @@ public:
     // states[i]->position; returns [B, V] logits, row i for sequence i (the same as each
     // alone, up to fp32 summation order in the batched GEMVs).
     std::vector<float> decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
+
+    // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
+    // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.
+    GpuStepProfile profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
+    // Runs only the first `layers` layers from now on (ForwardOptions::max_layers; -1: all).
+    void set_max_layers(int layers);
+    // Least bytes of weights a decode step of `sequences` sequences reads from device memory
+    // as this model stores them: the head, the embedding rows, and of each layer run every
+    // weight but the routed experts plus k routed experts per sequence (all distinct).
+    std::size_t decode_read_bytes(int sequences) const;
+    // Least bytes of one sequence's attention state a decode step at `position` reads: the
+    // window of every layer, the indexer's keys and the selected entries (CSA), the entries (HCA).
+    std::size_t decode_state_read_bytes(std::int64_t position) const;
 
 private:
     struct Impl;

@@ -108,9 +108,7 @@ int main() {
                         std::min<size_t>(static_cast<size_t>(info.multiprocessors) * 8, (n16 + 1023) / 1024));
                     const Result rd = measure(launches, s, [&](int i, const Stream& st) {
                         const auto* p = weights.as<uint8_t>() + static_cast<size_t>(i % launches) * experts * expert_bytes;
-                        stream_read_kernel<<<dim3(blocks), dim3(256), 0, static_cast<hipStream_t>(st.handle())>>>(
-                            reinterpret_cast<const uint4*>(p), n16, sink.as<uint32_t>());
-                        AFF_GPU_CHECK(hipGetLastError());
+                        stream_read(p, n16, sink.as<uint32_t>(), blocks, st.handle());
                     });
                     const double bytes = static_cast<double>(expert_bytes) * experts;
                     std::printf("%-6s %5dx%-4d %7d %5s %-14s %10.2f %8.3f %7.1f%% %10.2f\n", sh.name, sh.n, sh.k, experts,

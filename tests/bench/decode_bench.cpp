@@ -1,0 +1,182 @@
+// Benchmark 2: GPU decode at DeepSeek-V4-Flash's real geometry (issue 6), batch 1 and 4. Input:
+// a container of the real per-layer shapes with synthetic weights, made on the device machine
+// by make_geometry_container (tests/bench/make_geometry_container.cpp) with a few layers. The
+// model is loaded once; GpuModel::set_max_layers runs prefixes of 0 .. N layers, so a layer's
+// time is the difference of two prefixes' step times (graph replay, wall clock of a whole
+// decode call: token and position upload, the replay, the logits download). The 43-layer
+// step is extrapolated from the per-kind layer times with V4-Flash's composition (model doc
+// §1.2: 2 sliding, 21 CSA, 20 HCA layers) plus the zero-layer step (embedding, hyper head,
+// final norm, head). The bound: the bytes a step must read (GpuModel::decode_read_bytes: every
+// weight of each layer but its routed experts, 6 routed experts a sequence, the head; plus
+// decode_state_read_bytes, the attention state at the measured position) over the HBM read
+// ceiling measured in the same run (kernels/stream_read.hpp). A timed non-graph pass
+// (GpuModel::profile_decode) breaks the step down by op class. The last three lines are
+// figure, bound and ratio (tests/bench/RESULTS.md).
+//     decode_bench CONTAINER.aff [STEPS]          (STEPS timed decode calls per point, default 24)
+#if defined(AFF_HAVE_GPU)
+#include "aff/core/thread_pool.hpp"
+#include "aff/gpu/device.hpp"
+#include "aff/gpu/forward.hpp"
+#include "aff/model/forward.hpp"
+#include "kernels/stream_read.hpp"
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#if !defined(AFF_HAVE_GPU)
+int main() {
+    std::fprintf(stderr, "decode_bench: needs a GPU build (cmake -DAFF_GPU=CUDA or HIP)\n");
+    return 2;
+}
+#else
+
+namespace {
+
+using aff::AttentionKind;
+
+constexpr int kPrompt = 16;            // tokens prefilled per sequence before the timed steps
+constexpr int kFlashSliding = 2, kFlashCsa = 21, kFlashHca = 20;  // V4-Flash's 43 layers (model doc §1.2)
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+const char* kind_name(AttentionKind k) {
+    return k == AttentionKind::sliding ? "sliding" : k == AttentionKind::csa ? "CSA" : "HCA";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: decode_bench CONTAINER.aff [STEPS]\n");
+        return 2;
+    }
+    try {
+        using namespace aff::gpu;
+        const std::string path = argv[1];
+        const int steps = argc > 2 ? std::max(3, std::atoi(argv[2])) : 24;
+        use_device(select_devices(1)[0]);
+        const DeviceInfo info = device_info(0);
+        std::printf("device: %s, %d multiprocessors\n", info.name.c_str(), info.multiprocessors);
+        const double ceiling = measure_read_ceiling(info.multiprocessors);
+        std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
+
+        aff::ThreadPool pool(0);
+        auto t0 = std::chrono::steady_clock::now();
+        auto cpu = aff::Model::load(path, pool);
+        GpuOptions opt;
+        opt.max_context = 4096;
+        GpuModel g(*cpu, nullptr, opt);
+        const aff::ModelConfig& c = g.config();
+        const int L = c.num_layers, V = c.vocab_size;
+        std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), L,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), g.describe().c_str());
+
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> tok(0, V - 1);
+        std::vector<GpuDecodeState> states;
+        std::vector<GpuDecodeState*> ptrs;
+        for (int i = 0; i < kDecodeBatchMax; ++i) states.push_back(g.new_state());
+        for (auto& s : states) ptrs.push_back(&s);
+        std::vector<std::int32_t> prompt(kPrompt), next(kDecodeBatchMax);
+        for (int i = 0; i < kDecodeBatchMax; ++i) {
+            for (auto& t : prompt) t = tok(rng);
+            g.forward(states[i], prompt, false);
+            next[i] = tok(rng);
+        }
+        // ms of one decode call of B sequences over `layers` layers (median of `steps`).
+        auto step_ms = [&](int B, int layers) {
+            g.set_max_layers(layers);
+            const std::span<GpuDecodeState* const> seqs(ptrs.data(), B);
+            const std::span<const std::int32_t> toks(next.data(), B);
+            for (int w = 0; w < 3; ++w) g.decode(seqs, toks);  // capture, warm-up
+            std::vector<double> ms;
+            for (int s = 0; s < steps; ++s) {
+                const auto a = std::chrono::steady_clock::now();
+                g.decode(seqs, toks);
+                ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+            }
+            return median(ms);
+        };
+
+        struct Outcome {
+            double step_ms = 0, floor_ms = 0, bytes = 0;
+        };
+        Outcome result[2];
+        const int batches[2] = {1, kDecodeBatchMax};
+        for (int bi = 0; bi < 2; ++bi) {
+            const int B = batches[bi];
+            std::vector<double> t(L + 1);
+            std::vector<double> bytes(L + 1);
+            for (int l = 0; l <= L; ++l) {
+                t[l] = step_ms(B, l);
+                g.set_max_layers(l);
+                bytes[l] = double(g.decode_read_bytes(B)) + double(B) * double(g.decode_state_read_bytes(states[0].position));
+            }
+            std::printf("\nbatch %d (position ~%lld): step time of the first N layers (graph replay, median of %d)\n", B,
+                        static_cast<long long>(states[0].position), steps);
+            std::printf("%-7s %-8s %10s %10s %10s %8s\n", "layers", "kind", "step ms", "layer ms", "layer MB", "floor ms");
+            std::printf("%-7d %-8s %10.3f %10s %10.1f %8.3f\n", 0, "head", t[0], "-", bytes[0] / 1e6, bytes[0] / ceiling * 1e3);
+            double kind_ms[3] = {}, kind_bytes[3] = {};
+            int kind_count[3] = {};
+            for (int l = 0; l < L; ++l) {
+                const int k = static_cast<int>(c.attention[l]);
+                const double ms = t[l + 1] - t[l], by = bytes[l + 1] - bytes[l];
+                kind_ms[k] += ms;
+                kind_bytes[k] += by;
+                ++kind_count[k];
+                std::printf("%-7d %-8s %10.3f %10.3f %10.1f %8.3f\n", l + 1, kind_name(c.attention[l]), t[l + 1], ms,
+                            by / 1e6, by / ceiling * 1e3);
+            }
+            const int flash_count[3] = {kFlashSliding, kFlashCsa, kFlashHca};
+            double est = t[0], est_bytes = bytes[0];
+            for (int k = 0; k < 3; ++k) {
+                if (kind_count[k] == 0)
+                    throw std::runtime_error(std::string("the container has no ") +
+                                             kind_name(static_cast<AttentionKind>(k)) +
+                                             " layer: make it with --layers 4 or more");
+                std::printf("%-8s layer: %.3f ms (floor %.3f ms, %.1f MB), x %d in V4-Flash\n",
+                            kind_name(static_cast<AttentionKind>(k)), kind_ms[k] / kind_count[k],
+                            kind_bytes[k] / kind_count[k] / ceiling * 1e3, kind_bytes[k] / kind_count[k] / 1e6,
+                            flash_count[k]);
+                est += flash_count[k] * kind_ms[k] / kind_count[k];
+                est_bytes += flash_count[k] * kind_bytes[k] / kind_count[k];
+            }
+            result[bi] = {est, est_bytes / ceiling * 1e3, est_bytes};
+            std::printf("batch %d, 43 layers + head (extrapolated): %.3f ms a step (%.1f tok/s), floor %.3f ms (%.2f GB), "
+                        "ratio %.2f\n",
+                        B, est, B * 1e3 / est, result[bi].floor_ms, est_bytes / 1e9, est / result[bi].floor_ms);
+
+            // Where the time goes: the same step, launches one by one, timed per op class.
+            g.set_max_layers(-1);
+            const GpuStepProfile p = g.profile_decode(std::span<GpuDecodeState* const>(ptrs.data(), B),
+                                                      std::span<const std::int32_t>(next.data(), B));
+            const double graph_all = t[L];
+            std::printf("batch %d breakdown over %d layers + head (non-graph, timed per class: %.3f ms vs graph %.3f ms)\n",
+                        B, L, p.total_ms, graph_all);
+            for (const auto& [what, ms] : p.classes)
+                std::printf("  %-32s %8.3f ms %5.1f %%\n", what.c_str(), ms, 100.0 * ms / p.total_ms);
+        }
+        std::printf("\nfigure: V4-Flash decode step, 43 layers + head (extrapolated from %d layers, graph replay): "
+                    "batch 1 %.3f ms (%.1f tok/s), batch 4 %.3f ms (%.1f tok/s)\n",
+                    L, result[0].step_ms, 1e3 / result[0].step_ms, result[1].step_ms, 4e3 / result[1].step_ms);
+        std::printf("bound: bytes a step must read / read ceiling %.3f TB/s: batch 1 %.3f ms (%.2f GB), batch 4 %.3f ms "
+                    "(%.2f GB)\n",
+                    ceiling / 1e12, result[0].floor_ms, result[0].bytes / 1e9, result[1].floor_ms, result[1].bytes / 1e9);
+        std::printf("ratio: batch 1 %.2f, batch 4 %.2f (goal <= 1.3)\n", result[0].step_ms / result[0].floor_ms,
+                    result[1].step_ms / result[1].floor_ms);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "decode_bench: %s\n", e.what());
+        return 1;
+    }
+}
+#endif
