@@ -19,7 +19,8 @@ __global__ void __launch_bounds__(256) moe_jobs_kernel(const int32_t* __restrict
     const int j = i % count;
     MoeGemvJob job;
     job.w = l.stack + static_cast<size_t>(ids[j]) * l.expert_bytes;
-    job.x = l.x + static_cast<size_t>(j / l.x_group) * l.x_stride;
+    const float* x = l.rotated && l.rotated[ids[j]] ? l.x_rotated : l.x;
+    job.x = x + static_cast<size_t>(j / l.x_group) * l.x_stride;
     job.y = l.y + static_cast<size_t>(j) * l.y_stride;
     l.out[j] = job;
 }

@@ -15,7 +15,9 @@ namespace aff::gpu {
 inline constexpr int kMoeJobListsMax = 3;
 
 // Job j of a list: w = stack + ids[j] · expert_bytes, x = x + (j / x_group) · x_stride,
-// y = y + j · y_stride (strides in floats), written to out[j]. All pointers device memory.
+// y = y + j · y_stride (strides in floats), written to out[j]. When `rotated` is set and
+// rotated[ids[j]] is non-zero (a TQ2875R expert, whose input must be H x), the job reads
+// x_rotated instead of x, at the same offset. All pointers device memory.
 struct MoeJobList {
     const uint8_t* stack = nullptr;
     size_t expert_bytes = 0;
@@ -25,6 +27,8 @@ struct MoeJobList {
     float* y = nullptr;
     size_t y_stride = 0;
     MoeGemvJob* out = nullptr;
+    const uint8_t* rotated = nullptr;  // per expert, or null: no expert of the list is rotated
+    const float* x_rotated = nullptr;
 };
 
 // Fills `lists` (1..kMoeJobListsMax, passed by value) for ids[0 .. count). Ids are the

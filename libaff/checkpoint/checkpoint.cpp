@@ -234,6 +234,19 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::u
     }
 }
 
+std::optional<Fp8Stored> Checkpoint::fp8_stored(const std::string& name) const {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end() || it->second.dtype != DType::f8_e4m3 || it->second.shape.size() != 2) return std::nullopt;
+    const TensorView& v = it->second;
+    const std::string sn = scale_name(name);
+    const auto s = tensors_.find(sn);
+    if (s == tensors_.end() || s->second.dtype != DType::f8_e8m0) return std::nullopt;
+    const std::vector<std::uint64_t> grid{(v.shape[0] + 127) / 128, (v.shape[1] + 127) / 128};
+    if (s->second.shape != grid)
+        tensor_error(s->second, sn, "shape " + shape_string(s->second.shape) + ", expected " + shape_string(grid));
+    return Fp8Stored{v.data, s->second.data, v.nbytes, s->second.nbytes};
+}
+
 std::vector<std::int64_t> Checkpoint::read_i64(const std::string& name, const std::vector<std::uint64_t>& shape) const {
     const TensorView& v = tensor(name);
     if (v.dtype != DType::i64 && v.dtype != DType::i32)

@@ -58,6 +58,7 @@ public:
     std::vector<std::int64_t> read_i64(const std::string& name,
                                        const std::vector<std::uint64_t>& shape) const override;
     std::string file_of(const std::string& name) const override { return tensor(name).file; }
+    std::optional<Fp8Stored> fp8_stored(const std::string& name) const override;
 
 private:
     void add_file(const std::string& file_name, const std::vector<std::string>* expected);

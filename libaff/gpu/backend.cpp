@@ -6,8 +6,10 @@
 
 #if defined(AFF_HAVE_GPU)
 #include "aff/checkpoint/checkpoint.hpp"
+#include "aff/container/container.hpp"
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
+#include "aff/model/container_tensors.hpp"
 
 #include <filesystem>
 #endif
@@ -21,6 +23,7 @@ public:
     bool on_gpu() const override { return false; }
     std::string describe() const override { return "cpu: the reference forward"; }
     std::int64_t position() const override { return state_.position; }
+    void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
         return model_.forward(state_, tokens, all_logits);
     }
@@ -33,11 +36,12 @@ private:
 #if defined(AFF_HAVE_GPU)
 class GpuBackend final : public ForwardBackend {
 public:
-    GpuBackend(const Model& m, const Checkpoint* ck, const gpu::GpuOptions& o)
-        : info_(gpu::device_info(o.device)), model_(m, ck, o), state_(model_.new_state()) {}
+    GpuBackend(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
+        : info_(gpu::device_info(o.device)), model_(m, weights, o), state_(model_.new_state()) {}
     bool on_gpu() const override { return true; }
     std::string describe() const override { return "GPU " + std::to_string(info_.ordinal) + " (" + info_.name + "); " + model_.describe(); }
     std::int64_t position() const override { return state_.position; }
+    void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
         return model_.forward(state_, tokens, all_logits);
     }
@@ -59,14 +63,11 @@ bool gpu_support_built() {
 #endif
 }
 
-std::unique_ptr<ForwardBackend> ForwardBackend::open(const Model& cpu, const std::string& checkpoint_dir,
+std::unique_ptr<ForwardBackend> ForwardBackend::open(const Model& cpu, const std::string& model_path,
                                                      const BackendOptions& options, const ForwardOptions& forward) {
     if (options.gpus == 0) return std::make_unique<CpuBackend>(cpu);
 #if defined(AFF_HAVE_GPU)
-    // The GPU forward takes routed experts from a DenseExpertSource only so far: a model whose
-    // experts stay quantised in a container runs on the CPU unless a GPU is asked for.
-    const bool dense_experts = dynamic_cast<const DenseExpertSource*>(cpu.weights().experts.get()) != nullptr;
-    if (options.gpus < 0 && (gpu::device_count() == 0 || !dense_experts)) return std::make_unique<CpuBackend>(cpu);
+    if (options.gpus < 0 && gpu::device_count() == 0) return std::make_unique<CpuBackend>(cpu);
     if (options.gpus > 1)
         throw_unsupported("--gpus " + std::to_string(options.gpus) +
                           ": the GPU forward runs on one GPU so far (layers are not split across devices yet)");
@@ -75,11 +76,16 @@ std::unique_ptr<ForwardBackend> ForwardBackend::open(const Model& cpu, const std
     o.device = devices[0];
     o.memory_cap_bytes = options.gpu_mib << 20;
     o.forward = forward;
-    std::unique_ptr<Checkpoint> ck;
-    if (!checkpoint_dir.empty() && std::filesystem::is_directory(checkpoint_dir))
-        ck = std::make_unique<Checkpoint>(checkpoint_dir);
-    return std::make_unique<GpuBackend>(cpu, ck.get(), o);
+    // The model file again, for the bytes of weights the GPU keeps as stored (FP8 dense
+    // weights): opening maps and validates, it reads no tensor data.
+    std::unique_ptr<TensorReader> weights;
+    if (!model_path.empty() && std::filesystem::is_directory(model_path))
+        weights = std::make_unique<Checkpoint>(model_path);
+    else if (!model_path.empty() && std::filesystem::is_regular_file(model_path))
+        weights = std::make_unique<ContainerTensorReader>(std::make_shared<const Container>(Container::open(model_path)));
+    return std::make_unique<GpuBackend>(cpu, weights.get(), o);
 #else
+    (void)model_path;
     if (options.gpus > 0)
         throw_usage("--gpus " + std::to_string(options.gpus) +
                     ": this build of aff has no GPU support (configured with AFF_GPU=OFF); use --gpus 0");

@@ -25,16 +25,20 @@ struct BackendOptions {
 class ForwardBackend {
 public:
     virtual ~ForwardBackend() = default;
-    // Picks and builds the backend; `cpu` must outlive it. checkpoint_dir supplies the dense
-    // FP8 bytes to the GPU model. Throws usage for --gpus N in a build without GPU support,
-    // device when fewer GPUs are visible than asked for or the model does not fit.
-    static std::unique_ptr<ForwardBackend> open(const Model& cpu, const std::string& checkpoint_dir,
+    // Picks and builds the backend; `cpu` must outlive it. model_path is the checkpoint
+    // directory or .aff container `cpu` was loaded from (empty: none): the GPU model reads the
+    // bytes of weights it keeps as stored (dense FP8) from it; quantised routed experts come
+    // from the model's own expert source. Throws usage for --gpus N in a build without GPU
+    // support, device when fewer GPUs are visible than asked for or the model does not fit.
+    static std::unique_ptr<ForwardBackend> open(const Model& cpu, const std::string& model_path,
                                                 const BackendOptions& options, const ForwardOptions& forward);
 
     virtual bool on_gpu() const = 0;
     // One line: the device and where each part of the model runs.
     virtual std::string describe() const = 0;
     virtual std::int64_t position() const = 0;
+    // Drops the sequence: the next forward starts at position 0.
+    virtual void reset() = 0;
     // Model::forward's contract for this backend's sequence.
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
 };

@@ -3,7 +3,7 @@
 // step names the CPU reference code (libaff/model/forward.cpp) it mirrors.
 #include "aff/gpu/forward.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
+#include "aff/checkpoint/tensor_reader.hpp"
 #include "aff/core/error.hpp"
 #include "aff/core/units.hpp"
 #include "aff/gpu/codebook_experts.hpp"
@@ -15,6 +15,7 @@
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/fp8_gemv.hpp"
+#include "kernels/hadamard.hpp"
 #include "kernels/hc.hpp"
 #include "kernels/indexer.hpp"
 #include "kernels/moe_gemv.hpp"
@@ -27,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 
@@ -112,6 +114,8 @@ struct LayerRefs {
     Linear shared_w1, shared_w2, shared_w3;
     DenseRef experts_w1, experts_w2, experts_w3;  // stacks [E][rows][cols]
     std::size_t codebook_w1 = 0, codebook_w2 = 0, codebook_w3 = 0;  // codebook-stored stacks [E][bytes]
+    bool rotated_w13 = false, rotated_w2 = false;  // some expert of the stacks is TQ2875R
+    std::size_t rotated_flags = 0;                 // when so: uint8 [3][E], 1 = TQ2875R (ExpertMatrix order)
 };
 
 // Host-side copies waiting for the arena: bytes are produced when the arena is filled.
@@ -162,6 +166,7 @@ struct GpuModel::Impl {
     Buffer scratch;
     float *x = nullptr, *u = nullptr, *a = nullptr, *f = nullptr, *post = nullptr, *comb = nullptr, *hc_scratch = nullptr;
     float *logits_router = nullptr, *route_w = nullptr, *g1 = nullptr, *g3 = nullptr, *routed = nullptr;
+    float *a_rot = nullptr, *g1_rot = nullptr;  // H·a and H·g1 rows, for TQ2875R experts
     float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
     std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
     MoeGemvJob* jobs_dev = nullptr;  // moe_gemv's job lists, built on the device (w1, w3, w2)
@@ -225,28 +230,30 @@ struct GpuModel::Impl {
         return r;
     }
 
-    // FP8 stays FP8 when the checkpoint stores it so (E4M3 + E8M0 scales) and fp8_gemv takes
-    // the shape; `row_block` is the row granularity the caller slices the matrix at.
-    Linear put_linear(const Matrix& m, const std::string& name, const Checkpoint* ck, int row_block = 0) {
+    // FP8 stays FP8 when the model file (checkpoint or container) stores it so (E4M3 + E8M0
+    // scales) and fp8_gemv takes the shape; `row_block` is the row granularity the caller
+    // slices the matrix at.
+    Linear put_linear(const Matrix& m, const std::string& name, const TensorReader* ck, int row_block = 0) {
         Linear l;
         l.rows = m.rows;
         l.cols = m.cols;
-        const std::string scale_name = name.substr(0, name.rfind(".weight")) + ".scale";
-        if (ck && ck->has(name) && ck->tensor(name).dtype == DType::f8_e4m3 && ck->has(scale_name) &&
-            ck->tensor(scale_name).dtype == DType::f8_e8m0 && m.cols % 128 == 0 && m.rows % 8 == 0 &&
-            (row_block == 0 || row_block % 128 == 0)) {
-            const TensorView& w = ck->tensor(name);
-            const TensorView& s = ck->tensor(scale_name);
+        const std::optional<Fp8Stored> w =
+            ck && m.cols % 128 == 0 && m.rows % 8 == 0 && (row_block == 0 || row_block % 128 == 0)
+                ? ck->fp8_stored(name)
+                : std::nullopt;
+        if (w) {
             const std::size_t want_scales = std::size_t((m.rows + 127) / 128) * (m.cols / 128);
-            if (w.nbytes != std::size_t(m.rows) * m.cols || s.nbytes != want_scales)
+            if (w->code_bytes != std::size_t(m.rows) * m.cols || w->scale_bytes != want_scales)
                 throw_format("tensor " + name + ": FP8 bytes or scale grid do not match [" + std::to_string(m.rows) +
                                  ", " + std::to_string(m.cols) + "]",
-                             w.file);
+                             ck->file_of(name));
+            const Fp8Stored st = *w;
             l.fp8 = true;
-            l.w_offset = reserve(w.nbytes, plan.dense_bytes);
-            uploads.push_back({l.w_offset, w.nbytes, [&w](std::uint8_t* dst) { std::memcpy(dst, w.data, w.nbytes); }});
-            l.scale_offset = reserve(s.nbytes, plan.dense_bytes);
-            uploads.push_back({l.scale_offset, s.nbytes, [&s](std::uint8_t* dst) { std::memcpy(dst, s.data, s.nbytes); }});
+            l.w_offset = reserve(st.code_bytes, plan.dense_bytes);
+            uploads.push_back({l.w_offset, st.code_bytes, [st](std::uint8_t* dst) { std::memcpy(dst, st.codes, st.code_bytes); }});
+            l.scale_offset = reserve(st.scale_bytes, plan.dense_bytes);
+            uploads.push_back(
+                {l.scale_offset, st.scale_bytes, [st](std::uint8_t* dst) { std::memcpy(dst, st.scales, st.scale_bytes); }});
             ++fp8_linears;
             return l;
         }
@@ -263,9 +270,12 @@ struct GpuModel::Impl {
     // by (TQ2875R's input rotation included), for matrices small enough that this takes
     // moments. Larger ones need the codebook GEMV path (moe_gemv), not wired in yet.
     const DenseExpertSource* dense_experts = nullptr;
-    // Codebook-stored experts (TQ2875), uploaded as stored and multiplied with moe_gemv.
+    // Codebook-stored experts (TQ2875, TQ2875R), uploaded as stored and multiplied with
+    // moe_gemv; expert_rotated[(layer · E + expert) · 3 + matrix] says which are TQ2875R.
     const CodebookExperts* codebook_src = nullptr;
     bool experts_codebook = false;
+    std::vector<std::uint8_t> expert_rotated;
+    int rotated_matrices = 0;
     std::string experts_why_dense;
     std::size_t codebook_dev = 0, w13_bytes = 0, w2_bytes = 0;
     std::vector<Matrix> materialised;  // [layer][expert][3], when the source is not dense
@@ -302,8 +312,8 @@ struct GpuModel::Impl {
                 }
     }
 
-    // Whether every routed expert is codebook-stored in a form moe_gemv takes: TQ2875 (not
-    // the rotated TQ2875R: no GPU rotation yet), k % 1024 == 0, k <= 4096, n even.
+    // Whether every routed expert is codebook-stored in a form moe_gemv takes (k % 1024 == 0,
+    // k <= 4096, n even): TQ2875, or TQ2875R whose input the hadamard kernel rotates first.
     bool codebook_experts_fit() {
         const int D = c.hidden_size, I = c.moe_intermediate_size;
         auto shape_ok = [](int n, int k) { return k % 1024 == 0 && k <= 4096 && n % 2 == 0; };
@@ -311,15 +321,23 @@ struct GpuModel::Impl {
             experts_why_dense = "moe_gemv needs k % 1024 == 0, k <= 4096";
             return false;
         }
+        auto rotatable = [](int n) { return n >= 2 && n <= kHadamardMaxN && (n & (n - 1)) == 0; };
+        expert_rotated.assign(std::size_t(c.num_layers) * c.n_routed_experts * 3, 0);
+        rotated_matrices = 0;
         for (int l = 0; l < c.num_layers; ++l)
             for (int e = 0; e < c.n_routed_experts; ++e)
                 for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                     const CodebookExperts::Stored st = codebook_src->codebook_matrix(l, e, which);
-                    if (!st.bytes || st.rotated) {
-                        experts_why_dense = st.bytes ? "TQ2875R experts need a GPU rotation (not written yet)"
-                                                     : "not every expert is codebook-stored";
+                    if (!st.bytes) {
+                        experts_why_dense = "not every expert is codebook-stored";
                         return false;
                     }
+                    if (st.rotated && !rotatable(which == ExpertMatrix::w2 ? I : D)) {
+                        experts_why_dense = "TQ2875R input width outside the hadamard kernel's powers of two";
+                        return false;
+                    }
+                    expert_rotated[(std::size_t(l) * c.n_routed_experts + e) * 3 + static_cast<int>(which)] = st.rotated;
+                    rotated_matrices += st.rotated ? 1 : 0;
                 }
         return true;
     }
@@ -333,6 +351,24 @@ struct GpuModel::Impl {
                                                codebook_src->codebook_matrix(layer, e, which).bytes, bytes);
                            }});
         return at;
+    }
+
+    // Layer l's TQ2875R flags ([3][E] bytes, ExpertMatrix order) when any of its experts is
+    // rotated; which stacks need a rotated input.
+    void put_rotation_flags(int l, LayerRefs& r) {
+        const int E = c.n_routed_experts;
+        std::vector<std::uint8_t> f(std::size_t(3) * E);
+        for (int e = 0; e < E; ++e)
+            for (int w = 0; w < 3; ++w) f[std::size_t(w) * E + e] = expert_rotated[(std::size_t(l) * E + e) * 3 + w];
+        auto any = [&](ExpertMatrix which) {
+            const auto* p = &f[std::size_t(static_cast<int>(which)) * E];
+            return std::any_of(p, p + E, [](std::uint8_t v) { return v != 0; });
+        };
+        r.rotated_w13 = any(ExpertMatrix::w1) || any(ExpertMatrix::w3);
+        r.rotated_w2 = any(ExpertMatrix::w2);
+        if (!r.rotated_w13 && !r.rotated_w2) return;
+        r.rotated_flags = reserve(f.size(), plan.expert_bytes);
+        uploads.push_back({r.rotated_flags, f.size(), [f](std::uint8_t* dst) { std::memcpy(dst, f.data(), f.size()); }});
     }
 
     // One stack [E][rows][cols] of a routed-expert matrix, in `type`.
@@ -378,7 +414,7 @@ struct GpuModel::Impl {
         attention_on_gpu = true;
     }
 
-    CompressorRefs put_compressor(const CompressorWeights& w, const std::string& p, const Checkpoint* ck) {
+    CompressorRefs put_compressor(const CompressorWeights& w, const std::string& p, const TensorReader* ck) {
         CompressorRefs r;
         r.wkv = put_linear(w.wkv, p + "wkv.weight", ck);
         r.wgate = put_linear(w.wgate, p + "wgate.weight", ck);
@@ -390,7 +426,7 @@ struct GpuModel::Impl {
         return r;
     }
 
-    AttentionRefs put_attention(const AttentionWeights& w, const std::string& p, const Checkpoint* ck) {
+    AttentionRefs put_attention(const AttentionWeights& w, const std::string& p, const TensorReader* ck) {
         AttentionRefs r;
         r.on_gpu = true;
         r.sink = put_vec(w.sink);
@@ -464,7 +500,7 @@ struct GpuModel::Impl {
         take(attention_scratch, (attention_scratch_bytes(kDecodeTokens, c.num_heads, c.head_dim) + 3) / 4);
     }
 
-    void plan_weights(const Checkpoint* ck) {
+    void plan_weights(const TensorReader* ck) {
         const ModelWeights& w = cpu.weights();
         embed = put_dense(w.embed, plan.dense_bytes);
         head = put_dense(w.head, plan.dense_bytes);
@@ -537,6 +573,7 @@ struct GpuModel::Impl {
                 r.codebook_w1 = put_codebook_stack(l, ExpertMatrix::w1, w13_bytes);
                 r.codebook_w2 = put_codebook_stack(l, ExpertMatrix::w2, w2_bytes);
                 r.codebook_w3 = put_codebook_stack(l, ExpertMatrix::w3, w13_bytes);
+                put_rotation_flags(l, r);
             } else {
                 r.experts_w1 = put_expert_stack(l, ExpertMatrix::w1, expert_type);
                 r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
@@ -570,6 +607,10 @@ struct GpuModel::Impl {
         take(g1, n * k * I);
         take(g3, n * k * I);
         take(routed, n * k * D);
+        if (rotated_matrices > 0) {
+            take(a_rot, n * D);
+            take(g1_rot, n * k * I);
+        }
         take(s1, n * I);
         take(s3, n * I);
         take(shared, n * D);
@@ -753,6 +794,10 @@ struct GpuModel::Impl {
 
     // Routed experts through moe_gemv (codebook-stored): the job lists (expert j of token
     // j / k) are built on the device from the router's ids, so nothing waits for the host.
+    // A TQ2875R matrix (stored as W Hᵀ) takes the rotated input H x: when any expert of the
+    // layer's w1/w3 stacks is rotated, the layer's input is rotated once per token, and when
+    // any of its w2 are, each job's SwiGLU row; the job builder points a rotated expert's job
+    // at the rotated copy (per-expert flags on the device, MoeJobList::rotated).
     void routed_codebook(const LayerRefs& r, int n) {
         void* s = stream.handle();
         const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, total = n * k;
@@ -762,10 +807,24 @@ struct GpuModel::Impl {
         lists[0] = {base + r.codebook_w1, w13_bytes, a, std::size_t(D), k, g1, std::size_t(I), jobs_dev};
         lists[1] = {base + r.codebook_w3, w13_bytes, a, std::size_t(D), k, g3, std::size_t(I), jobs_dev + total};
         lists[2] = {base + r.codebook_w2, w2_bytes, g1, std::size_t(I), 1, routed, std::size_t(D), jobs_dev + 2 * total};
+        const int E = c.n_routed_experts;
+        // Flags [matrix][expert], matrix as ExpertMatrix numbers it (w1, w2, w3).
+        auto flags = [&](ExpertMatrix which) { return base + r.rotated_flags + std::size_t(static_cast<int>(which)) * E; };
+        if (r.rotated_w13) {
+            hadamard_rotate(a, D, a_rot, D, D, n, s);
+            lists[0].rotated = flags(ExpertMatrix::w1);
+            lists[1].rotated = flags(ExpertMatrix::w3);
+            lists[0].x_rotated = lists[1].x_rotated = a_rot;
+        }
+        if (r.rotated_w2) {
+            lists[2].rotated = flags(ExpertMatrix::w2);
+            lists[2].x_rotated = g1_rot;
+        }
         moe_jobs(route_ids, total, lists, 3, s);
         moe_gemv_device_jobs(jobs_dev, total, I, D, 1, cb, s);
         moe_gemv_device_jobs(jobs_dev + total, total, I, D, 1, cb, s);
         swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
+        if (r.rotated_w2) hadamard_rotate(g1, I, g1_rot, I, I, total, s);  // read by the rotated experts' w2 jobs
         moe_gemv_device_jobs(jobs_dev + 2 * total, total, D, I, 1, cb, s);
     }
 
@@ -828,7 +887,7 @@ struct GpuModel::Impl {
     }
 };
 
-GpuModel::GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOptions& options)
+GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptions& options)
     : impl_(std::make_unique<Impl>(cpu, options)) {
     Impl& m = *impl_;
     const ModelConfig& c = m.c;
@@ -839,7 +898,7 @@ GpuModel::GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOpti
         options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
     if (m.max_context <= 0) m.max_context = 4096;
     m.decide_attention();
-    m.plan_weights(checkpoint);
+    m.plan_weights(weights);
     m.plan_state();
     m.plan.state_bytes = m.state_bytes;
     m.plan.scratch_bytes = m.scratch_bytes(kScratchTokens);
@@ -883,12 +942,18 @@ const GpuMemoryPlan& GpuModel::memory_plan() const { return impl_->plan; }
 
 std::string GpuModel::describe() const {
     const Impl& m = *impl_;
+    const ModelConfig& c = m.c;
     auto type = [](DenseType t) { return t == DenseType::bf16 ? "bf16" : "f32"; };
     std::ostringstream o;
     o << "gpu: dense " << format_bytes(m.plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
       << type(m.head.type) << ", linears: " << m.fp8_linears << " fp8, " << m.dense_linears << " dense), routed experts "
       << format_bytes(m.plan.expert_bytes) << " ("
-      << (m.experts_codebook ? std::string("TQ2875 through moe_gemv")
+      << (m.experts_codebook ? std::string(m.rotated_matrices == 0 ? "TQ2875"
+                                           : m.rotated_matrices == 3 * c.num_layers * c.n_routed_experts
+                                               ? "TQ2875R"
+                                               : "TQ2875/TQ2875R") +
+                                   " codebook-stored through moe_gemv" +
+                                   (m.rotated_matrices > 0 ? ", inputs rotated by the hadamard kernel" : "")
                              : std::string(type(m.expert_type)) +
                                    (m.dense_experts ? "" : ", decoded from the model's expert source") +
                                    (m.experts_why_dense.empty() ? "" : " (" + m.experts_why_dense + ")"))

@@ -9,10 +9,11 @@
 //        attention over the ring and the compressed entries, de-rotation, grouped output
 //        projection; kernels/attention, compressor, indexer) with its decode state on the
 //        device, the router (sqrtsoftplus, bias or hash), routed experts (dense BF16/F32
-//        stacks, ids read on the device), shared expert, clamped SwiGLU, final norm and head.
-//        Dense projections use fp8_gemv on the checkpoint's own FP8 bytes and E8M0 scales when
-//        the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on the exact values.
-//        A decode step makes no host round trip until the logits.
+//        stacks, ids read on the device; or codebook-stored, below), shared expert, clamped
+//        SwiGLU, final norm and head. Dense projections use fp8_gemv on the model file's own
+//        FP8 bytes and E8M0 scales (a checkpoint's or a container's, through TensorReader::
+//        fp8_stored) when the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on
+//        the exact values. A decode step makes no host round trip until the logits.
 //   Decode (one token for each of 1..4 sequences, GpuModel::decode; forward with one token
 //        too): the step's launches are captured once per set of sequences into a CUDA/HIP
 //        graph (libaff/gpu/device.hpp, Graph) and replayed; what changes between steps (token
@@ -32,13 +33,17 @@
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
-// Routed experts of a source that offers its codebook-stored bytes (CodebookExperts, TQ2875)
-// stay at 2.875 bits a weight on the device and go through moe_gemv (job lists built on the
-// device from the router's ids) when moe_gemv takes the shape (k % 1024 == 0,
-// k <= 4096: V4-Flash's 4096/2048); any other ExpertSource (TQ2875R, small shapes) is read
-// through its matvec at load into the dense stacks, for small models only.
-// Not yet: a GPU Hadamard rotation for TQ2875R experts, MTP, batched prefill of several
-// sequences, several GPUs; experts shared by sequences of a batch are read once per sequence.
+// Routed experts of a source that offers its codebook-stored bytes (CodebookExperts: a
+// quantised container's ContainerExpertSource) stay at 2.875 bits a weight on the device and
+// go through moe_gemv (job lists built on the device from the router's ids) when moe_gemv
+// takes the shape (k % 1024 == 0, k <= 4096: V4-Flash's 4096/2048). TQ2875R matrices, stored
+// as W Hᵀ, get H x: kernels/hadamard rotates the layer's input once per token for w1/w3 and
+// each job's SwiGLU row for w2 (in layers with a rotated expert), and the job builder points
+// a rotated expert's jobs at the rotated copy. Any other ExpertSource (small shapes,
+// unquantised container experts) is read through its matvec at load into the dense stacks,
+// for small models only.
+// Not yet: MTP, batched prefill of several sequences, several GPUs; experts shared by
+// sequences of a batch are read once per sequence.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 
@@ -54,7 +59,7 @@
 #include <vector>
 
 namespace aff {
-class Checkpoint;
+class TensorReader;
 }
 
 namespace aff::gpu {
@@ -102,9 +107,11 @@ struct GpuStepProfile {
 class GpuModel {
 public:
     // Uploads the weights of `cpu` (which must outlive this object: attention still runs on it).
-    // checkpoint, when given, supplies the FP8 bytes and scales of dense FP8 tensors. Throws a
-    // device error naming how many MiB are missing when the model does not fit.
-    GpuModel(const Model& cpu, const Checkpoint* checkpoint, const GpuOptions& options);
+    // `weights`, when given, is the file `cpu` was loaded from (a Checkpoint or a
+    // ContainerTensorReader); it supplies the FP8 bytes and scales of dense FP8 tensors and is
+    // needed only during construction. Throws a device error naming how many MiB are missing
+    // when the model does not fit.
+    GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptions& options);
     ~GpuModel();
     GpuModel(const GpuModel&) = delete;
     GpuModel& operator=(const GpuModel&) = delete;

@@ -30,6 +30,18 @@ ContainerExpertSource::ContainerExpertSource(std::shared_ptr<const Container> co
         }
 }
 
+CodebookExperts::Stored ContainerExpertSource::codebook_matrix(int layer, int expert, ExpertMatrix which) const {
+    const StoredMatrix& m = m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
+    const StorageType type = m.tensor->type;
+    if (type != StorageType::TQ2875 && type != StorageType::TQ2875R) return {};
+    return {container_->bytes(*m.tensor).data(), type == StorageType::TQ2875R};
+}
+
+const quant::Codebook& ContainerExpertSource::codebook() const {
+    if (!codebook_) throw_internal("ContainerExpertSource::codebook: the container has no codebook");
+    return *codebook_;
+}
+
 void ContainerExpertSource::matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const {
     const StoredMatrix& m = m_[(static_cast<std::size_t>(layer) * experts_ + expert) * 3 + static_cast<int>(which)];
     thread_local std::vector<float> scratch, scale;

@@ -6,9 +6,12 @@
 // found and checked (type, shape, scales, codebook) when the source is built, so a bad
 // container fails at load with the tensor's name, not mid-generation. matvec is safe
 // from any number of threads and allocates nothing once a thread has run its first one.
+// It also offers the stored bytes of codebook-quantised experts (CodebookExperts), so the
+// GPU model uploads them as they are and multiplies them at 2.875 bits a weight.
 #pragma once
 
 #include "aff/container/container.hpp"
+#include "aff/gpu/codebook_experts.hpp"
 #include "aff/model/config.hpp"
 #include "aff/model/container_tensors.hpp"
 #include "aff/model/weights.hpp"
@@ -18,13 +21,18 @@
 
 namespace aff {
 
-class ContainerExpertSource final : public ExpertSource {
+class ContainerExpertSource final : public ExpertSource, public CodebookExperts {
 public:
     // Experts of the config's main layers and of the first `mtp_layers` MTP layers
     // (ExpertSource layer num_layers + i is "mtp.<i>").
     ContainerExpertSource(std::shared_ptr<const Container> container, std::shared_ptr<const quant::Codebook> codebook,
                           const ModelConfig& config, int mtp_layers);
     void matvec(int layer, int expert, ExpertMatrix which, const float* x, float* y) const override;
+    // The memory-mapped bytes of a TQ2875/TQ2875R matrix; {nullptr} for any other storage.
+    Stored codebook_matrix(int layer, int expert, ExpertMatrix which) const override;
+    // The container's codebook; throws (internal) when it has none, which only a caller
+    // that skipped codebook_matrix's answer can hit.
+    const quant::Codebook& codebook() const override;
 
 private:
     std::shared_ptr<const Container> container_;

@@ -177,6 +177,19 @@ std::vector<float> ContainerTensorReader::read_f32(const std::string& name,
     return out;
 }
 
+std::optional<Fp8Stored> ContainerTensorReader::fp8_stored(const std::string& name) const {
+    const Container& c = *container_;
+    const TensorInfo* t = c.find(name);
+    if (!t || t->type != StorageType::F8_E4M3 || t->shape.size() != 2) return std::nullopt;
+    const std::string sn = scale_name(name);
+    const TensorInfo* s = c.find(sn);
+    if (!s || s->type != StorageType::F8_E8M0) return std::nullopt;
+    const std::vector<std::uint64_t> grid{(t->shape[0] + 127) / 128, (t->shape[1] + 127) / 128};
+    if (s->shape != grid) tensor_error(c, sn, "shape " + shape_string(s->shape) + ", expected " + shape_string(grid));
+    const auto codes = c.bytes(*t), scales = c.bytes(*s);
+    return Fp8Stored{codes.data(), scales.data(), codes.size(), scales.size()};
+}
+
 std::vector<std::int64_t> ContainerTensorReader::read_i64(const std::string& name,
                                                           const std::vector<std::uint64_t>& shape) const {
     const Container& c = *container_;

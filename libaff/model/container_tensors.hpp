@@ -51,6 +51,7 @@ public:
     std::vector<std::int64_t> read_i64(const std::string& name,
                                        const std::vector<std::uint64_t>& shape) const override;
     std::string file_of(const std::string&) const override { return container_->path(); }
+    std::optional<Fp8Stored> fp8_stored(const std::string& name) const override;
 
 private:
     std::shared_ptr<const Container> container_;

@@ -7,6 +7,9 @@
 #include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
 
+#include "../model/container_fixture.hpp"
+#include "../temp_dir.hpp"
+
 #if defined(AFF_HAVE_GPU)
 #include "aff/gpu/device.hpp"
 #endif
@@ -64,4 +67,29 @@ TEST_CASE("--gpus 1 without a GPU names the reason", "[gpu]") {
         }
 #endif
     }
+}
+
+TEST_CASE("a container opens on the CPU backend with --gpus 0, and reset starts a new sequence", "[gpu]") {
+    // The backend takes the model's path, a directory or a container; a quantised
+    // container's model runs on the CPU reference with --gpus 0 and gives Model::forward's
+    // logits; reset drops the sequence.
+    aff::test::TempDir tmp;
+    const std::string path = tmp / "q.aff";
+    aff::test::FixtureContainerOptions fo;
+    fo.experts = aff::test::ExpertStorage::trellis;
+    aff::test::write_fixture_container(std::string(AFF_TEST_DATA) + "/models/tiny-b", path, fo);
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(path, pool);
+    aff::BackendOptions opt;
+    opt.gpus = 0;
+    auto backend = aff::ForwardBackend::open(*model, path, opt, {});
+    CHECK_FALSE(backend->on_gpu());
+    const std::vector<std::int32_t> prompt = {0, 7, 9, 200, 31};
+    aff::DecodeState st = model->new_state();
+    const std::vector<float> want = model->forward(st, prompt, false);
+    CHECK(backend->forward(prompt, false) == want);
+    CHECK(backend->position() == 5);
+    backend->reset();
+    CHECK(backend->position() == 0);
+    CHECK(backend->forward(prompt, false) == want);
 }
