@@ -60,12 +60,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 3600))->default_str("30");
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
     std::size_t& threads = aff::cli::add_threads(app);
+    const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
         if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
         engine.threads = threads;
+        engine.backend.gpus = gpu.gpus;
+        engine.backend.gpu_mib = gpu.gpu_mib;
         service.ctx_size = ctx_size;
         http.limits.max_body_bytes = std::size_t(aff::parse_size(max_body));
         http.request_timeout_ms = timeout_s * 1000;
@@ -88,11 +91,11 @@ int main(int argc, char** argv) {
                     auto model = aff::serve::ModelEngine::load(engine);
                     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                     const std::size_t ctx = ctx_size ? std::min(ctx_size, model->context_size()) : model->context_size();
-                    const std::string id = model->model_id();
+                    const std::string id = model->model_id(), where = model->backend_description();
                     svc.set_engine(std::move(model));
                     if (!common.quiet)
-                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens, CPU reference path)\n",
-                                     id.c_str(), s, ctx);
+                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens; %s)\n",
+                                     id.c_str(), s, ctx, where.c_str());
                 }
             } catch (...) {
                 load_error = std::current_exception();

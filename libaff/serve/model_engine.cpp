@@ -42,13 +42,19 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
                     options.model_path);
     auto pool = std::make_unique<ThreadPool>(options.threads);
     auto model = Model::load(options.model_path, *pool, options.forward);
-    return std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(*tok),
+    auto backend = ForwardBackend::open(*model, options.model_path, options.backend, options.forward);
+    return std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
                                          id_from_path(options.model_path));
 }
 
-ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, tokenizer::Tokenizer tok,
-                         std::string model_id)
-    : pool_(std::move(pool)), model_(std::move(model)), tokenizer_(std::move(tok)), model_id_(std::move(model_id)) {
+ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model,
+                         std::unique_ptr<ForwardBackend> backend, tokenizer::Tokenizer tok, std::string model_id)
+    : pool_(std::move(pool)),
+      model_(std::move(model)),
+      backend_(std::move(backend)),
+      tokenizer_(std::move(tok)),
+      model_id_(std::move(model_id)) {
+    if (!backend_) throw_internal("ModelEngine: no forward backend");
     const std::size_t V = vocab_size();
     // Added tokens may lie past the model's vocabulary (DeepSeek's tokenizer.json can hold a
     // few more ids than the embedding has rows: prompts that would use them are refused
@@ -65,7 +71,6 @@ ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model
     for (int id : model_->config().eos_token_ids)
         if (id >= 0 && std::size_t(id) < V) end_tokens_[std::size_t(id)] = true;
     if (auto eos = tokenizer_.token_to_id(chat::dsv4::eos)) end_tokens_[std::size_t(*eos)] = true;
-    state_ = model_->new_state();
 }
 
 std::size_t ModelEngine::context_size() const {
@@ -119,13 +124,13 @@ bool ModelEngine::is_end_token(std::int32_t token) const {
 }
 
 std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens) {
-    state_ = model_->new_state();
-    logits_ = model_->forward(state_, tokens, false);
+    backend_->reset();
+    logits_ = backend_->forward(tokens, false);
     return finish_logits();
 }
 
 std::span<const float> ModelEngine::decode(std::int32_t token) {
-    logits_ = model_->forward(state_, std::span<const std::int32_t>(&token, 1), false);
+    logits_ = backend_->forward(std::span<const std::int32_t>(&token, 1), false);
     return finish_logits();
 }
 

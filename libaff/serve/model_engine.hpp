@@ -1,12 +1,13 @@
-// The Engine over a real DeepSeek-V4 model: the CPU reference forward
-// (libaff/model/forward.hpp) with one DecodeState for the sequence in flight, and the
-// model's own tokenizer. Chats are rendered by the V4 encoding the scripted test engine
-// also uses (dsv4_chat.hpp) and encoded with the template's markup as special tokens and
-// the request's words as plain text, so a user cannot forge a turn marker. The GPU
-// forward will be a sibling of this class behind the same interface.
+// The Engine over a real DeepSeek-V4 model: the forward pass ForwardBackend picks (the GPU
+// model when one is visible and --gpus does not say 0, else the CPU reference) with one
+// sequence in flight, and the model's own tokenizer. Chats are rendered by the V4 encoding
+// the scripted test engine also uses (dsv4_chat.hpp) and encoded with the template's markup
+// as special tokens and the request's words as plain text, so a user cannot forge a turn
+// marker.
 #pragma once
 
 #include "aff/core/thread_pool.hpp"
+#include "aff/gpu/backend.hpp"
 #include "aff/model/forward.hpp"
 #include "aff/serve/engine.hpp"
 #include "aff/tokenizer/tokenizer.hpp"
@@ -23,16 +24,18 @@ struct ModelEngineOptions {
     std::string tokenizer_path;  // empty: the model's own (runtime/model_tokenizer.hpp)
     std::size_t threads = 0;     // 0 = one per hardware thread
     ForwardOptions forward;
+    BackendOptions backend;      // --gpus, --gpu-mib
 };
 
 class ModelEngine final : public Engine {
 public:
     // Loads the tokenizer first (cheap, and its absence is the likelier mistake), then
-    // every weight. Throws aff::Error naming the file at fault.
+    // every weight, then the forward backend. Throws aff::Error naming the file at fault.
     static std::unique_ptr<ModelEngine> load(const ModelEngineOptions& options);
 
-    ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, tokenizer::Tokenizer tokenizer,
-                std::string model_id);
+    // `backend` runs `model` (ForwardBackend::open over it).
+    ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model,
+                std::unique_ptr<ForwardBackend> backend, tokenizer::Tokenizer tokenizer, std::string model_id);
 
     std::string model_id() const override { return model_id_; }
     // The model's max_position_embeddings; aff-serve --ctx-size lowers it.
@@ -52,6 +55,9 @@ public:
     std::span<const float> decode(std::int32_t token) override;
 
     const Model& model() const { return *model_; }
+    // Where the forward runs (ForwardBackend::describe), for the server's start-up line.
+    std::string backend_description() const { return backend_->describe(); }
+    bool on_gpu() const { return backend_->on_gpu(); }
     const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
 
 private:
@@ -62,11 +68,11 @@ private:
 
     std::unique_ptr<ThreadPool> pool_;  // outlives model_, which runs on it
     std::unique_ptr<Model> model_;
+    std::unique_ptr<ForwardBackend> backend_;  // runs model_; destroyed before it
     tokenizer::Tokenizer tokenizer_;
     std::string model_id_;
     std::vector<bool> end_tokens_;   // by id: the config's EOS ids and the tokenizer's end of sentence
     std::vector<bool> has_text_;     // by id: the tokenizer knows it
-    DecodeState state_;
     std::vector<float> logits_;
 };
 
