@@ -1,7 +1,8 @@
 // The GPU forward pass of DeepSeek-V4 (model doc §3): a GpuModel holds every weight in one
 // device arena (sized against free VRAM and the --gpu-mib cap before anything is allocated)
 // and runs the same computation as the CPU reference (libaff/model/forward.cpp), which it is
-// tested against end to end (tests/gpu/forward_test.cpp) on every tiny fixture.
+// tested against end to end (tests/gpu/forward_test.cpp) on every tiny fixture, and on
+// quantised containers (tests/gpu/container_forward_test.cpp).
 //
 // What runs where:
 //   GPU: embedding, mHC pre/expand with Sinkhorn and the hyper head, every RMSNorm, the

@@ -42,7 +42,7 @@ namespace {
 
 constexpr int kDecodeSteps = 10;
 constexpr double kMaxNmse = 1e-9;   // fp32 sums in other orders; the same quantised weights on both sides
-constexpr double kMaxAbs = 2e-3;    // logits are O(1)..O(10)
+constexpr double kMaxAbs = 1e-3;    // logits are O(1); measured 1.6e-6 .. 4.6e-6 (RESULTS.md)
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
