@@ -26,6 +26,7 @@ enum class ExpertStorage { verbatim, trellis };
 struct FixtureContainerOptions {
     ExpertStorage experts = ExpertStorage::verbatim;
     bool codebook_section = true;  // trellis mode: write CBOK
+    quant::Rotation rotation = quant::Rotation::automatic;  // trellis mode: TQ2875R where the width allows
     // Return false to leave a tensor out.
     std::function<bool(const std::string& name)> keep = [](const std::string&) { return true; };
     // Applied to the metadata object before it is written.
@@ -84,7 +85,9 @@ inline void write_fixture_container(const std::string& checkpoint_dir, const std
             const std::uint64_t rows = v.shape[0], cols = v.dtype == DType::i8 ? v.shape[1] * 2 : v.shape[1];
             const std::vector<float> values = ck.read_f32(name, {rows, cols});
             std::vector<std::uint8_t> bytes(quant::matrix_bytes(rows, cols));
-            const bool rotated = quant::quantize_matrix(values, rows, cols, {}, {}, cb, pool, bytes);
+            quant::MatrixOptions mo;
+            mo.rotation = opt.rotation;
+            const bool rotated = quant::quantize_matrix(values, rows, cols, {}, mo, cb, pool, bytes);
             w.add_tensor(name, rotated ? StorageType::TQ2875R : StorageType::TQ2875, {rows, cols}, bytes);
             return;
         }

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 
 namespace {
 
@@ -48,12 +49,15 @@ const char* matrix_name(aff::ExpertMatrix w) {
 }  // namespace
 
 TEST_CASE("a quantised container's expert source offers the stored bytes of every expert matrix", "[model]") {
-    for (const char* name : {"tiny-a", "tiny-b"}) {
-        INFO(name);
+    for (const auto& [name, rotation] : {std::pair{"tiny-a", aff::quant::Rotation::automatic},
+                                         std::pair{"tiny-b", aff::quant::Rotation::automatic},
+                                         std::pair{"tiny-b", aff::quant::Rotation::off}}) {
+        INFO(name << (rotation == aff::quant::Rotation::off ? ", TQ2875" : ", TQ2875R"));
         aff::test::TempDir tmp;
         const std::string path = tmp / "q.aff";
         aff::test::FixtureContainerOptions opt;
         opt.experts = aff::test::ExpertStorage::trellis;
+        opt.rotation = rotation;
         aff::test::write_fixture_container(models + "/" + name, path, opt);
         const Opened o = open(path);
         const aff::CodebookExperts& cb = *o.experts;
@@ -87,9 +91,9 @@ TEST_CASE("a quantised container's expert source offers the stored bytes of ever
                     ++checked;
                 }
         CHECK(checked == o.config.num_layers * o.config.n_routed_experts * 3);
-        // The fixture writer rotates whenever the width is a power of two (no imatrix):
-        // every fixture's D and I are, so every matrix is TQ2875R.
-        CHECK(rotated == checked);
+        // Automatic rotation without an imatrix rotates whenever the width is a power of two:
+        // every fixture's D and I are, so every matrix is TQ2875R; off gives TQ2875 throughout.
+        CHECK(rotated == (rotation == aff::quant::Rotation::off ? 0 : checked));
     }
 }
 
