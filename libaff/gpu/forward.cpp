@@ -268,7 +268,7 @@ struct GpuModel::Impl {
     // them over as they are; any other source (a quantised container) is read through its
     // public matvec, one unit vector a column: exactly the values the CPU reference multiplies
     // by (TQ2875R's input rotation included), for matrices small enough that this takes
-    // moments. Larger ones need the codebook GEMV path (moe_gemv), not wired in yet.
+    // moments. Larger ones must be codebook-stored (moe_gemv, codebook_experts_fit).
     const DenseExpertSource* dense_experts = nullptr;
     // Codebook-stored experts (TQ2875, TQ2875R), uploaded as stored and multiplied with
     // moe_gemv; expert_rotated[(layer · E + expert) · 3 + matrix] says which are TQ2875R.
@@ -289,8 +289,11 @@ struct GpuModel::Impl {
         const int D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
         const double work = double(c.num_layers) * E * 3 * double(D) * I * std::max(D, I);
         if (work > 4e10)
-            throw_unsupported("the GPU forward reads quantised routed experts through their codebook GEMV only "
-                              "for small models so far (moe_gemv is not wired in yet)");
+            throw_unsupported("the GPU forward keeps routed experts at 2.875 bits only when every one is stored as "
+                              "TQ2875/TQ2875R at a shape moe_gemv takes (here: " +
+                              (experts_why_dense.empty() ? std::string("not codebook-stored") : experts_why_dense) +
+                              "); others are decoded at load, for small models only: quantise the model with "
+                              "aff-quantize, or run it on the CPU with --gpus 0");
         materialised.resize(std::size_t(c.num_layers) * E * 3);
         std::vector<float> unit, y;
         for (int l = 0; l < c.num_layers; ++l)
