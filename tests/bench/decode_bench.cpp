@@ -14,9 +14,11 @@
 // figure, bound and ratio (tests/bench/RESULTS.md).
 //     decode_bench CONTAINER.aff [STEPS]          (STEPS timed decode calls per point, default 24)
 #if defined(AFF_HAVE_GPU)
+#include "aff/container/container.hpp"
 #include "aff/core/thread_pool.hpp"
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
+#include "aff/model/container_tensors.hpp"
 #include "aff/model/forward.hpp"
 #include "kernels/stream_read.hpp"
 #endif
@@ -25,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,7 +77,9 @@ int main(int argc, char** argv) {
         auto cpu = aff::Model::load(path, pool);
         GpuOptions opt;
         opt.max_context = 4096;
-        GpuModel g(*cpu, nullptr, opt);
+        // The container again, for the bytes the GPU keeps as stored (dense FP8 weights).
+        const aff::ContainerTensorReader stored(std::make_shared<const aff::Container>(aff::Container::open(path)));
+        GpuModel g(*cpu, &stored, opt);
         const aff::ModelConfig& c = g.config();
         const int L = c.num_layers, V = c.vocab_size;
         std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), L,
