@@ -14,10 +14,12 @@
 #include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
+#include "kernels/fp8_gemm.hpp"
 #include "kernels/fp8_gemv.hpp"
 #include "kernels/hadamard.hpp"
 #include "kernels/hc.hpp"
 #include "kernels/indexer.hpp"
+#include "kernels/moe_gemm.hpp"
 #include "kernels/moe_gemv.hpp"
 #include "kernels/moe_jobs.hpp"
 #include "kernels/rms_norm.hpp"
@@ -193,6 +195,13 @@ struct GpuModel::Impl {
         marks.push_back({what, mark_layer, std::make_unique<Event>()});
         marks.back().event->record(stream);
     }
+    void* moe_groups = nullptr;  // moe_group's scratch (prefill GEMM path)
+
+    // Prefill calls (one sequence) of at least gemm_min_tokens tokens take the prefill GEMMs
+    // (fp8_gemm, bf16_gemm, moe_gemm) where the shape allows; decode steps (of any number of
+    // sequences) and shorter calls stay on the GEMVs, which keep fp32 activations.
+    bool prefill_call = false;  // set by run()
+    bool use_gemm(int n) const { return prefill_call && options.gemm_min_tokens > 0 && n >= options.gemm_min_tokens; }
 
     Impl(const Model& m, const GpuOptions& o) : cpu(m), c(m.config()), options(o), device_guard(o.device) {}
 
@@ -622,6 +631,11 @@ struct GpuModel::Impl {
         take(tokens_dev, n);
         take(route_ids, n * k);
         take(jobs_dev, 3 * n * k);
+        {
+            std::uint8_t* groups = nullptr;
+            take(groups, moe_group_bytes(int(n * k), int(E)));
+            moe_groups = groups;
+        }
         layout_attention_scratch(take, n);
         return used;
     }
@@ -651,13 +665,20 @@ struct GpuModel::Impl {
         void* s = stream.handle();
         if (!l.fp8) {
             const std::size_t elem = l.type == DenseType::bf16 ? 2 : 4;
+            if (use_gemm(batch) && l.type == DenseType::bf16 && bf16_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
+                bf16_gemm(reinterpret_cast<const std::uint16_t*>(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * 2),
+                          rows, l.cols, xin, ldx, batch, yout, ldy, s);
+                return;
+            }
             dense_gemv(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
                        batch, yout, ldy, s);
             return;
         }
         const std::uint8_t* w = at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols;
         const std::uint8_t* sc = at<std::uint8_t>(l.scale_offset) + std::size_t(row0 / 128) * (l.cols / 128);
-        if (ldx == l.cols && ldy == rows) {
+        if (use_gemm(batch) && fp8_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
+            fp8_gemm(w, sc, rows, l.cols, xin, ldx, batch, yout, ldy, s);
+        } else if (ldx == l.cols && ldy == rows) {
             for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
                 fp8_gemv(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
                          yout + std::size_t(b) * ldy, s);
@@ -847,6 +868,20 @@ struct GpuModel::Impl {
                         std::to_string(max_context));
     }
 
+    // Routed experts through moe_gemm (prefill): jobs grouped by expert on the device, no sync.
+    void routed_codebook_gemm(const LayerRefs& r, int n) {
+        void* s = stream.handle();
+        const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, E = c.n_routed_experts;
+        const int total = n * k;
+        const std::uint8_t* base = arena.as<std::uint8_t>();
+        const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
+        moe_group(route_ids, total, E, moe_groups, s);
+        moe_gemm(base + r.codebook_w1, w13_bytes, I, D, moe_groups, total, E, a, k, g1, cb, s);
+        moe_gemm(base + r.codebook_w3, w13_bytes, I, D, moe_groups, total, E, a, k, g3, cb, s);
+        swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
+        moe_gemm(base + r.codebook_w2, w2_bytes, D, I, moe_groups, total, E, g1, 1, routed, cb, s);
+    }
+
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n) {
         void* s = stream.handle();
@@ -877,6 +912,13 @@ struct GpuModel::Impl {
         const int jobs = n * k;
         const std::uint8_t* base = arena.as<std::uint8_t>();
         mark("routed experts");
+        // moe_gemm reads no rotated input yet: layers with TQ2875R experts stay on moe_gemv.
+        if (experts_codebook && use_gemm(n) && !r.rotated_w13 && !r.rotated_w2 &&
+            moe_gemm_takes(I, D, c.n_routed_experts) && moe_gemm_takes(D, I, c.n_routed_experts)) {
+            routed_codebook_gemm(r, n);
+            moe_combine(routed, route_w, n, k, D, shared_out, f, s);
+            return;
+        }
         if (experts_codebook) {
             routed_codebook(r, n);
             moe_combine(routed, route_w, n, k, D, shared_out, f, s);
@@ -992,6 +1034,7 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const HcConfig hcc = hc_config();
+    prefill_call = seqs.size() == 1;
     mark_layer = -1;
     mark("embedding");
     gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0

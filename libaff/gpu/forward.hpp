@@ -29,8 +29,12 @@
 //        Model::attention_block with the CPU's own decode state; the block's input goes to
 //        the host and its output comes back once per layer. describe() says which.
 //   Logits come back to the host; sampling stays on the CPU (libaff/runtime/sampler).
-//   Prefill runs the whole prompt (or each chunk) as one batch through the same kernels:
-//   GEMVs in groups of up to 4 tokens, not a GEMM (no prefill speed work yet).
+//   Prefill runs the whole prompt (or each chunk) as one batch. Prefill calls of
+//   gemm_min_tokens (5) or more run FP8 and BF16 projections through fp8_gemm / bf16_gemm and
+//   TQ2875 routed experts through moe_gemm (tokens grouped by expert on the device), on the
+//   tensor cores with bf16 inputs; shapes those refuse, layers with TQ2875R experts (no
+//   rotated input in moe_gemm yet), decode steps and calls of 1–4 tokens take the GEMVs
+//   (fp32 activations).
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
@@ -73,6 +77,7 @@ struct GpuOptions {
     int max_context = 0;               // tokens a sequence's GPU state holds; 0 = max_position_embeddings
     bool cpu_attention = false;        // run attention on the CPU even where the kernels take it (tests)
     bool graphs = true;                // decode replays captured graphs (false: the same launches one by one)
+    int gemm_min_tokens = 5;           // calls of this many tokens or more use the prefill GEMMs; 0 = never
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
 };
 

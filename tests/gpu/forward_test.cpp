@@ -3,7 +3,9 @@
 // attention forced onto the CPU, the path kept for geometries the kernels refuse), on a
 // random-weight model of the model doc's §8.1 tiny geometry (also with its experts behind an
 // opaque ExpertSource, the path a quantised container's experts take), and on a wider variant
-// whose experts are quantised to TQ2875 and multiplied by moe_gemv: a random prompt (the
+// whose experts are quantised to TQ2875 and multiplied by moe_gemv (and, for prefill calls of
+// 5+ tokens, by moe_gemm; tiny-a-fp8's projections by fp8_gemm: the "(GEMM)" rows, held to
+// bounds that allow for bf16 inputs; the other rows run GEMVs only): a random prompt (the
 // fixture's oracle length) as one prefill (every position's logits) or as chunks, then decode
 // steps that feed back the argmax. Rows: logits NMSE and max |difference| over all positions,
 // and the count of positions whose argmax differs (bound 0). Also checks that a --gpu-mib cap
@@ -36,6 +38,17 @@ namespace {
 constexpr int kDecodeSteps = 8;
 constexpr double kLogitsMaxNmse = 1e-9;     // fp32 sums in other orders through every layer
 constexpr double kLogitsMaxAbs = 1e-3;      // logits are O(1) (oracle.json: |max| about 4.5)
+// The prefill GEMMs round their inputs to bf16 (relative error up to 2^-9, NMSE about 2e-6 a
+// product). That alone moves logits by about 1e-2, but routing (top-k of router scores) and
+// the CSA indexer's top-k are discontinuous: a near-tie decided the other way gives a token
+// other experts or entries, and the difference travels on through the sequence's state. So
+// the GEMM rows bound the logits' NMSE at 1e-2 and |diff| at 1.5 and ask 90 % of argmaxes to
+// agree; the GEMV rows keep the tight bounds and full argmax identity. Measured on the H200
+// (2026-11-29): tiny-a-fp8 NMSE 5.9e-4 / 1.0e-3, |diff| 0.52 / 0.72, 2 / 3 of 108 argmaxes
+// differ; TQ2875 synthetic NMSE 1.3e-5 / 1.5e-3, |diff| 0.016 / 0.92, argmax identical.
+constexpr double kGemmLogitsMaxNmse = 1e-2;
+constexpr double kGemmLogitsMaxAbs = 1.5;
+constexpr double kGemmMaxArgmaxMismatch = 0.1;
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
@@ -255,9 +268,10 @@ std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, ExpertForm fo
 
 // Runs `chunks` (summing to the prompt length) then kDecodeSteps greedy steps on both sides.
 void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoint* ck, int prompt_len,
-             const std::vector<int>& chunks, std::vector<Row>& rows, bool cpu_attention = false) {
+             const std::vector<int>& chunks, std::vector<Row>& rows, bool cpu_attention = false, bool gemm = false) {
     aff::gpu::GpuOptions opt;
     opt.cpu_attention = cpu_attention;
+    if (!gemm) opt.gemm_min_tokens = 0;  // GEMVs only: the exact path, held to the tight bounds
     aff::gpu::GpuModel gpu(cpu, ck, opt);
     std::printf("forward %s: %s\n", name.c_str(), gpu.describe().c_str());
     const int V = cpu.config().vocab_size;
@@ -302,10 +316,12 @@ void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoi
         max_abs = std::max(max_abs, std::fabs(double(all_want[i]) - all_got[i]));
     std::string split;
     for (const int n : chunks) split += (split.empty() ? "" : "+") + std::to_string(n);
-    const std::string what = name + " prefill " + split + " + decode " + std::to_string(kDecodeSteps);
-    add(rows, "forward", what + ": logits nmse", nmse(all_got, all_want), kLogitsMaxNmse);
-    add(rows, "forward", what + ": max |logit diff|", max_abs, kLogitsMaxAbs);
-    add(rows, "forward", what + ": argmax mismatches of " + std::to_string(positions), mismatches, 0.0);
+    const std::string what =
+        name + " prefill " + split + (gemm ? " (GEMM)" : "") + " + decode " + std::to_string(kDecodeSteps);
+    add(rows, "forward", what + ": logits nmse", nmse(all_got, all_want), gemm ? kGemmLogitsMaxNmse : kLogitsMaxNmse);
+    add(rows, "forward", what + ": max |logit diff|", max_abs, gemm ? kGemmLogitsMaxAbs : kLogitsMaxAbs);
+    add(rows, "forward", what + ": argmax mismatches of " + std::to_string(positions), mismatches,
+        gemm ? std::floor(kGemmMaxArgmaxMismatch * positions) : 0.0);
     std::printf("forward %s: smallest top-2 logit gap on the CPU %.3e, max |diff| %.3e, nmse %.3e\n", what.c_str(),
                 min_gap, max_abs, nmse(all_got, all_want));
 }
@@ -320,6 +336,10 @@ void check_fixture(const std::string& name, std::vector<Row>& rows) {
     const aff::Checkpoint ck(dir);
     compare(name, *cpu, &ck, prompt_len, {prompt_len}, rows);
     compare(name, *cpu, &ck, prompt_len, chunks, rows);
+    if (name == "tiny-a-fp8") {  // FP8 projections of 128 columns: fp8_gemm takes them
+        compare(name, *cpu, &ck, prompt_len, {prompt_len}, rows, false, true);
+        compare(name, *cpu, &ck, prompt_len, chunks, rows, false, true);
+    }
     if (name == "tiny-a")  // the CPU-attention path the GPU model keeps for geometries the kernels refuse
         compare(name + ", attention on the CPU", *cpu, &ck, prompt_len, chunks, rows, true);
 }
@@ -344,6 +364,8 @@ AFF_DEVICE_TEST("forward") {
         auto quantised = synthetic_model(pool, ExpertForm::codebook, wide_config());
         compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {40}, rows);
         compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {17, 23}, rows);
+        compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {40}, rows, false, true);
+        compare("synthetic D=I=1024, TQ2875 experts", *quantised, nullptr, 40, {17, 3, 20}, rows, false, true);
     } catch (const std::exception& e) {
         rows.push_back({"forward", std::string("synthetic §8.1 threw: ") + e.what(), INFINITY, 0.0, false});
     }
