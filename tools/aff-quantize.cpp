@@ -2,7 +2,10 @@
 // its routed experts quantised to 2.875 bits a weight (or, with --dspark, the mtp.*
 // draft stages into a draft container against the main container's codebook). The
 // work is libaff/quant/quantize_model.cpp; this file maps flags and prints a summary.
+// The Viterbi searches run on a GPU when one is visible (--gpus 0: the CPU); the bytes
+// are the same either way.
 #include "aff/core/thread_pool.hpp"
+#include "aff/quant/block_search.hpp"
 #include "aff/quant/quantize_model.hpp"
 #include "aff/ui/cli.hpp"
 
@@ -23,6 +26,10 @@ int main(int argc, char** argv) {
     app.add_option("--rotation", rotation, "Hadamard rotation of expert inputs: auto, on, off")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->default_str("auto");
+    int gpus = -1;
+    app.add_option("--gpus", gpus, "GPUs for the search (0 = the CPU; default: one when a GPU is visible)")
+        ->check(CLI::NonNegativeNumber)
+        ->default_str("auto");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Common& common = aff::cli::add_common(app);
     return aff::cli::run(app, argc, argv, [&] {
@@ -33,6 +40,9 @@ int main(int argc, char** argv) {
         opt.created = aff::quant::default_creation_time();
         auto progress = common.progress();
         aff::ThreadPool pool(threads);
+        const std::unique_ptr<aff::quant::BlockSearch> search = aff::quant::open_block_search(gpus);
+        opt.matrix.search = search.get();
+        if (search) progress->note("aff-quantize: searching on " + search->describe());
         const aff::quant::QuantizeReport r = aff::quant::quantize_checkpoint(opt, pool, *progress);
         if (common.json) std::cout << aff::quant::report_json(r, opt.out_path).dump(2) << '\n';
         progress->note("aff-quantize: " + aff::quant::summary_line(r, opt.out_path));

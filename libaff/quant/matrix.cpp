@@ -34,6 +34,81 @@ void encode_rows(std::span<const float> w, std::size_t cols, std::size_t begin, 
     }
 }
 
+// The same bytes with the searches batched: every block of the matrix goes through
+// encode_block's steps (trellis.hpp), the searches of each pass through `search` at once.
+void encode_rows_batched(std::span<const float> w, std::size_t rows, std::size_t cols, bool rotate,
+                         const std::vector<float>& q, const EncodeOptions& encode, BlockSearch& search,
+                         const Codebook& cb, ThreadPool& pool, std::uint8_t* out) {
+    const std::size_t per_row = q.size() / kBlockWeights, blocks = rows * per_row, stride = row_bytes(cols);
+    // Working memory kept by the calling thread from one matrix to the next (about 80 MiB
+    // for an expert matrix): fresh pages for every matrix cost more than filling them.
+    // (Named through references: the pool's threads must see the caller's copies.)
+    struct Work {
+        std::vector<float> x, y;
+        std::vector<BlockEncoding> state;
+        std::vector<std::uint32_t> due, q_index;
+        std::vector<std::uint16_t> windows;
+    };
+    thread_local Work work;
+    auto& [x, y, state, due, q_index, windows] = work;
+    x.assign(blocks * kBlockWeights, 0.0f);  // the padded (rotated) rows
+    state.resize(blocks);
+    pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t r = begin; r < end; ++r) {
+            float* row = &x[r * per_row * kBlockWeights];
+            std::copy_n(&w[r * cols], cols, row);
+            if (rotate) quant::rotate(row, cols);
+            with_context("row " + std::to_string(r), [&] {
+                for (std::size_t b = 0; b < per_row; ++b)
+                    encode_begin(&row[b * kBlockWeights], &q[b * kBlockWeights], state[r * per_row + b]);
+            });
+        }
+    });
+    for (;;) {  // one search pass of every block that is due one
+        due.clear();
+        for (std::size_t i = 0; i < blocks; ++i)
+            if (state[i].searching) due.push_back(static_cast<std::uint32_t>(i));
+        if (due.empty()) break;
+        y.resize(due.size() * kBlockWeights);
+        q_index.resize(due.size());
+        windows.resize(due.size() * kBlockSteps);
+        pool.parallel_for(due.size(), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t k = begin; k < end; ++k) {
+                encode_targets(&x[due[k] * kBlockWeights], state[due[k]], &y[k * kBlockWeights]);
+                q_index[k] = static_cast<std::uint32_t>(due[k] % per_row);
+            }
+        });
+        search.search(cb, y.data(), due.size(), q.data(), per_row, q_index.data(), windows.data());
+        pool.parallel_for(due.size(), [&](std::size_t begin, std::size_t end) {
+            for (std::size_t k = begin; k < end; ++k) {
+                const std::size_t i = due[k];
+                encode_searched(&x[i * kBlockWeights], &q[(i % per_row) * kBlockWeights], cb,
+                                &windows[k * kBlockSteps], state[i], encode);
+            }
+        });
+    }
+    pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t r = begin; r < end; ++r)
+            with_context("row " + std::to_string(r), [&] {
+                for (std::size_t b = 0; b < per_row; ++b)
+                    encode_finish(state[r * per_row + b], out + r * stride + b * kBlockBytes);
+            });
+    });
+}
+
+// Encodes every row of w (rows × cols) into out, on the pool or through options.search.
+void encode_matrix(std::span<const float> w, std::size_t rows, std::size_t cols, bool rotate,
+                   const std::vector<float>& q, const MatrixOptions& options, const Codebook& cb, ThreadPool& pool,
+                   std::uint8_t* out) {
+    if (options.search) {
+        encode_rows_batched(w, rows, cols, rotate, q, options.encode, *options.search, cb, pool, out);
+        return;
+    }
+    pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
+        encode_rows(w, cols, begin, end, rotate, q, options.encode, cb, out + begin * row_bytes(cols), begin);
+    });
+}
+
 // Per padded position: the importance (1 without one), 0 past the end of the row so
 // padding is free. In the rotated basis a diagonal importance D becomes H D Hᵀ, whose
 // diagonal is mean(D): per-position weights carry nothing there, so they are flat.
@@ -46,7 +121,7 @@ std::vector<float> position_weights(std::size_t cols, std::span<const float> imp
 // Importance-weighted squared error of quantising sample rows both ways; true when
 // rotation wins (ties go to rotation).
 bool rotation_wins(std::span<const float> w, std::size_t rows, std::size_t cols, std::span<const float> importance,
-                   const EncodeOptions& encode, const Codebook& cb, ThreadPool& pool) {
+                   const MatrixOptions& options, const Codebook& cb, ThreadPool& pool) {
     constexpr std::size_t kSampleRows = 16;
     const std::size_t n = std::min(rows, kSampleRows);
     std::vector<float> sample(n * cols);
@@ -55,9 +130,9 @@ bool rotation_wins(std::span<const float> w, std::size_t rows, std::size_t cols,
     for (int rotate = 0; rotate < 2; ++rotate) {
         const auto q = position_weights(cols, importance, rotate);
         std::vector<std::uint8_t> bytes(matrix_bytes(n, cols));
+        encode_matrix(sample, n, cols, rotate, q, options, cb, pool, bytes.data());
         std::vector<double> row_error(n, 0.0);
         pool.parallel_for(n, [&](std::size_t begin, std::size_t end) {
-            encode_rows(sample, cols, begin, end, rotate, q, encode, cb, &bytes[begin * row_bytes(cols)], begin);
             std::vector<float> back(cols);
             for (std::size_t i = begin; i < end; ++i) {
                 dequantize_row(std::span(bytes).subspan(i * row_bytes(cols), row_bytes(cols)), cols, rotate, cb,
@@ -95,13 +170,11 @@ bool quantize_matrix(std::span<const float> w, std::size_t rows, std::size_t col
         break;
     case Rotation::automatic:
         rotate = rotation_supported(cols) &&
-                 (importance.empty() || rotation_wins(w, rows, cols, importance, opt.encode, cb, pool));
+                 (importance.empty() || rotation_wins(w, rows, cols, importance, opt, cb, pool));
         break;
     }
     const auto q = position_weights(cols, importance, rotate);
-    pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
-        encode_rows(w, cols, begin, end, rotate, q, opt.encode, cb, out.data(), 0);
-    });
+    encode_matrix(w, rows, cols, rotate, q, opt, cb, pool, out.data());
     return rotate;
 }
 

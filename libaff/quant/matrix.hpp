@@ -34,6 +34,10 @@ enum class Rotation {
 struct MatrixOptions {
     Rotation rotation = Rotation::automatic;
     EncodeOptions encode;
+    // Where the Viterbi searches run: nullptr, each block on the pool's threads
+    // (encode_block); else all blocks of a matrix in one batch through `search` (a GPU),
+    // the rest on the pool. Both write the same bytes (trellis.hpp, BlockSearch).
+    BlockSearch* search = nullptr;
 };
 
 // w: rows × cols row-major. importance: per input column (E[x_j²] from an imatrix),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace aff::quant {
 
@@ -22,6 +23,18 @@ void walsh_hadamard(float* v, std::size_t n) {
                 v[j] = a + b;
                 v[j + len] = a - b;
             }
+}
+
+// The signs of the first kSignTable columns, computed once: rotate and unrotate run per
+// row and per activation vector, and splitmix64 per element cost more than the transform.
+constexpr std::size_t kSignTable = std::size_t{1} << 16;
+const float* sign_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(kSignTable);
+        for (std::size_t i = 0; i < kSignTable; ++i) t[i] = rotation_sign(i);
+        return t;
+    }();
+    return table.data();
 }
 
 void check(std::size_t n) {
@@ -39,7 +52,12 @@ float rotation_sign(std::size_t i) {
 
 void rotate(float* v, std::size_t n) {
     check(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] *= rotation_sign(i);
+    if (n <= kSignTable) {
+        const float* sign = sign_table();
+        for (std::size_t i = 0; i < n; ++i) v[i] *= sign[i];
+    } else {
+        for (std::size_t i = 0; i < n; ++i) v[i] *= rotation_sign(i);
+    }
     walsh_hadamard(v, n);
     const float norm = 1.0f / std::sqrt(static_cast<float>(n));
     for (std::size_t i = 0; i < n; ++i) v[i] *= norm;
@@ -49,7 +67,12 @@ void unrotate(float* v, std::size_t n) {
     check(n);
     walsh_hadamard(v, n);
     const float norm = 1.0f / std::sqrt(static_cast<float>(n));
-    for (std::size_t i = 0; i < n; ++i) v[i] *= norm * rotation_sign(i);
+    if (n <= kSignTable) {
+        const float* sign = sign_table();
+        for (std::size_t i = 0; i < n; ++i) v[i] *= norm * sign[i];
+    } else {
+        for (std::size_t i = 0; i < n; ++i) v[i] *= norm * rotation_sign(i);
+    }
 }
 
 }  // namespace aff::quant

@@ -11,6 +11,7 @@
 #include "aff/core/error.hpp"
 #include "aff/quant/half.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -245,13 +246,6 @@ float viterbi(const SearchArgs& a) {
     return fn(a);
 }
 
-void put_bits(std::uint8_t* out, int end_bit, int k, unsigned value) {
-    for (int i = 0; i < k; ++i) {
-        const int bit = end_bit - k + i;  // most significant fresh bit first
-        if ((value >> (k - 1 - i)) & 1u) out[bit >> 3] |= static_cast<std::uint8_t>(0x80u >> (bit & 7));
-    }
-}
-
 // k bits starting at stream bit `pos`, most significant first. Reads up to 3 bytes
 // from pos/8; the last steps touch the scale bytes, which the mask discards.
 inline unsigned get_bits(const std::uint8_t* in, int pos, int k) {
@@ -274,62 +268,107 @@ double weighted_error(const float* x, const float* q, const Codebook& cb, const 
 
 TrellisScratch::TrellisScratch() : best(kBlockSteps * kMaxStates), last(kWindows) {}
 
-void encode_block(const float* x, const float* importance, const Codebook& cb, TrellisScratch& scratch,
-                  std::uint8_t* out, const EncodeOptions& options) {
-    std::array<float, kBlockWeights> q, y;
+void encode_begin(const float* x, const float* q, BlockEncoding& st) {
     double sum_q = 0, sum_qx2 = 0;
     for (int i = 0; i < kBlockWeights; ++i) {
         if (!std::isfinite(x[i])) throw_format("weight " + std::to_string(i) + " of a block is not finite");
-        q[i] = importance ? importance[i] : 1.0f;
         if (!(q[i] >= 0.0f) || !std::isfinite(q[i]))
             throw_format("importance " + std::to_string(i) + " of a block is negative or not finite");
         sum_q += q[i];
         sum_qx2 += static_cast<double>(q[i]) * x[i] * x[i];
     }
-    std::memset(out, 0, kBlockBytes);
-    if (sum_q <= 0 || sum_qx2 <= 0) return;  // nothing to represent: scale 0 decodes to zeros
+    st = BlockEncoding{};
+    if (sum_q <= 0 || sum_qx2 <= 0) {  // nothing to represent: scale 0 decodes to zeros
+        st.zero = true;
+        return;
+    }
+    st.scale = bf16_to_float(float_to_bf16(static_cast<float>(std::sqrt(sum_qx2 / sum_q))));
+    st.best_scale = st.scale;
+    st.best_error = std::numeric_limits<double>::infinity();
+    st.searching = st.scale > 0.0f && std::isfinite(st.scale);
+}
 
+void encode_targets(const float* x, const BlockEncoding& st, float* y) {
+    const float inv = 1.0f / st.scale;
+    for (int i = 0; i < kBlockWeights; ++i) y[i] = x[i] * inv;
+}
+
+void encode_searched(const float* x, const float* q, const Codebook& cb, const std::uint16_t* trial,
+                     BlockEncoding& st, const EncodeOptions& options) {
+    const bool last = st.pass + 1 >= std::max(1, options.passes);
+    // The error only decides between passes. A lone pass is always kept: its error is
+    // finite (finite weights and position weights, a finite scale, fp16 entries: the sum
+    // stays below 10^128 in double), so it beats the initial +inf; not computing it spares
+    // the host a third of its work per block.
+    const double error = (last && st.pass == 0) ? 0.0 : weighted_error(x, q, cb, trial, st.scale);
+    if (error < st.best_error) {
+        st.best_error = error;
+        st.best_scale = st.scale;
+        std::copy_n(trial, kBlockSteps, st.windows.begin());
+    }
+    ++st.pass;
+    if (last) {
+        st.searching = false;
+        return;
+    }
+    // Least-squares scale for the entries just chosen, for the next pass.
+    double num = 0, den = 0;
+    for (int t = 0; t < kBlockSteps; ++t) {
+        const float a = cb.coord0()[trial[t]], b = cb.coord1()[trial[t]];
+        num += static_cast<double>(q[2 * t]) * x[2 * t] * a + static_cast<double>(q[2 * t + 1]) * x[2 * t + 1] * b;
+        den += static_cast<double>(q[2 * t]) * a * a + static_cast<double>(q[2 * t + 1]) * b * b;
+    }
+    const float refit = den > 0 ? bf16_to_float(float_to_bf16(static_cast<float>(num / den))) : 0.0f;
+    if (refit == st.scale) {  // the next pass would repeat this one
+        st.searching = false;
+        return;
+    }
+    st.scale = refit;
+    st.searching = refit > 0.0f && std::isfinite(refit);
+}
+
+void encode_finish(const BlockEncoding& st, std::uint8_t* out) {
+    std::memset(out, 0, kBlockBytes);
+    if (st.zero) return;
+    if (!std::isfinite(st.best_error)) throw_format("block scale is out of bf16 range");
+    // The steps' fresh bits follow each other in the stream (step_end_bit), most
+    // significant first: append them to an accumulator and write whole bytes.
+    std::uint64_t acc = 0;
+    int held = 0, byte = 0;
+    for (int t = 0; t < kBlockSteps; ++t) {
+        const int k = kStepBits[t % 8];
+        acc = (acc << k) | (st.windows[t] & ((1u << k) - 1u));
+        for (held += k; held >= 8; held -= 8) out[byte++] = static_cast<std::uint8_t>(acc >> (held - 8));
+    }
+    const std::uint16_t s = float_to_bf16(st.best_scale);
+    out[kIndexBytes] = static_cast<std::uint8_t>(s);
+    out[kIndexBytes + 1] = static_cast<std::uint8_t>(s >> 8);
+}
+
+void search_block(const float* y, const float* q, const Codebook& cb, TrellisScratch& scratch,
+                  std::uint16_t* windows) {
     if (scratch.tables_digest != cb.digest() || scratch.tables.empty()) {
         scratch.tables.assign(kTracebackTables * kWindows + 16, 0.0f);
         fill_traceback_tables(cb.coord0(), cb.coord1(), aligned64(scratch.tables.data()));
         scratch.tables_digest = cb.digest();
     }
-    const float* tables = aligned64(scratch.tables.data());
+    viterbi({y, q, cb.coord0(), cb.coord1(), aligned64(scratch.tables.data()), scratch.best.data(),
+             scratch.last.data(), windows});
+}
+
+void encode_block(const float* x, const float* importance, const Codebook& cb, TrellisScratch& scratch,
+                  std::uint8_t* out, const EncodeOptions& options) {
+    std::array<float, kBlockWeights> q, y;
+    for (int i = 0; i < kBlockWeights; ++i) q[i] = importance ? importance[i] : 1.0f;
+    BlockEncoding st;
+    encode_begin(x, q.data(), st);
     std::array<std::uint16_t, kBlockSteps> trial;
-    float scale = bf16_to_float(float_to_bf16(static_cast<float>(std::sqrt(sum_qx2 / sum_q))));
-    double best_error = std::numeric_limits<double>::infinity();
-    float best_scale = scale;
-    for (int pass = 0; pass < std::max(1, options.passes); ++pass) {
-        if (!(scale > 0.0f) || !std::isfinite(scale)) break;
-        const float inv = 1.0f / scale;
-        for (int i = 0; i < kBlockWeights; ++i) y[i] = x[i] * inv;
-        viterbi({y.data(), q.data(), cb.coord0(), cb.coord1(), tables, scratch.best.data(), scratch.last.data(),
-                 trial.data()});
-        const double error = weighted_error(x, q.data(), cb, trial.data(), scale);
-        if (error < best_error) {
-            best_error = error;
-            best_scale = scale;
-            scratch.windows = trial;
-        }
-        // Least-squares scale for the entries just chosen, for the next pass.
-        double num = 0, den = 0;
-        for (int t = 0; t < kBlockSteps; ++t) {
-            const float a = cb.coord0()[trial[t]], b = cb.coord1()[trial[t]];
-            num += static_cast<double>(q[2 * t]) * x[2 * t] * a + static_cast<double>(q[2 * t + 1]) * x[2 * t + 1] * b;
-            den += static_cast<double>(q[2 * t]) * a * a + static_cast<double>(q[2 * t + 1]) * b * b;
-        }
-        const float refit = den > 0 ? bf16_to_float(float_to_bf16(static_cast<float>(num / den))) : 0.0f;
-        if (refit == scale) break;  // the next pass would repeat this one
-        scale = refit;
+    while (st.searching) {
+        encode_targets(x, st, y.data());
+        search_block(y.data(), q.data(), cb, scratch, trial.data());
+        encode_searched(x, q.data(), cb, trial.data(), st, options);
     }
-    if (!std::isfinite(best_error)) throw_format("block scale is out of bf16 range");
-    for (int t = 0; t < kBlockSteps; ++t) {
-        const int k = kStepBits[t % 8];
-        put_bits(out, step_end_bit(t), k, scratch.windows[t] & ((1u << k) - 1u));
-    }
-    const std::uint16_t s = float_to_bf16(best_scale);
-    out[kIndexBytes] = static_cast<std::uint8_t>(s);
-    out[kIndexBytes + 1] = static_cast<std::uint8_t>(s >> 8);
+    encode_finish(st, out);
 }
 
 float block_scale(const std::uint8_t* block) {

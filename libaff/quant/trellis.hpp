@@ -8,7 +8,9 @@
 #include "aff/quant/codebook.hpp"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace aff::quant {
@@ -40,7 +42,6 @@ public:
     TrellisScratch();
     std::vector<float> best;  // per step, the cheapest predecessor cost of each state
     std::vector<float> last;  // costs of every window at the final step
-    std::array<std::uint16_t, kBlockSteps> windows{};
     // The codebook reordered for the traceback (trellis.cpp), for the codebook whose
     // digest is tables_digest; rebuilt when a block comes with another codebook.
     std::vector<float> tables;
@@ -52,6 +53,48 @@ public:
 // of a row). Non-finite input throws aff::Error (format).
 void encode_block(const float* x, const float* importance, const Codebook& codebook, TrellisScratch& scratch,
                   std::uint8_t* out, const EncodeOptions& options = {});
+
+// The steps of encode_block, for encoders that run the Viterbi search elsewhere (the GPU
+// encoder, libaff/gpu/trellis_search.hpp) on many blocks at once. encode_block is exactly
+//   begin → while (searching) { targets → search (search_block or BlockSearch) → searched } → finish,
+// so an encoder that follows the same steps and whose search returns search_block's windows
+// writes the same bytes. q: the block's 256 position weights (importance, or 1s).
+struct BlockEncoding {
+    float scale = 0.0f;       // of the pass to search next
+    float best_scale = 0.0f;  // of the cheapest pass so far
+    double best_error = 0.0;  // its weighted error (0 when there is only one pass: not needed)
+    int pass = 0;
+    bool zero = false;       // nothing to represent: the block is all zeros, scale 0
+    bool searching = false;  // a search pass is due (targets, then searched)
+    std::array<std::uint16_t, kBlockSteps> windows{};  // of the cheapest pass
+};
+// Checks the weights and position weights (aff::Error on non-finite or negative ones) and
+// picks the first pass's scale.
+void encode_begin(const float* x, const float* q, BlockEncoding& state);
+// y[0..256): the targets of the due pass, x divided by its scale.
+void encode_targets(const float* x, const BlockEncoding& state, float* y);
+// Takes the due pass's search result: its error, and the scale of a further pass if any.
+void encode_searched(const float* x, const float* q, const Codebook& codebook, const std::uint16_t* windows,
+                     BlockEncoding& state, const EncodeOptions& options);
+// Writes the 92 bytes; throws aff::Error when no pass had a usable scale.
+void encode_finish(const BlockEncoding& state, std::uint8_t* out);
+// The Viterbi search of one block: the cheapest window sequence for targets y under
+// position weights q (ties to the smallest window, formats/quant-codebook.md §8).
+void search_block(const float* y, const float* q, const Codebook& codebook, TrellisScratch& scratch,
+                  std::uint16_t* windows);
+
+// Runs the search of many blocks at once. Block i has targets y[256·i …] and position
+// weights q[256·q_index[i] …]; its 128 windows go to windows[128·i …]. An implementation
+// must return exactly search_block's windows (the GPU one: libaff/gpu/trellis_search.hpp).
+// Called from one thread at a time.
+class BlockSearch {
+public:
+    virtual ~BlockSearch() = default;
+    // One line for the user: where the search runs.
+    virtual std::string describe() const = 0;
+    virtual void search(const Codebook& codebook, const float* y, std::size_t blocks, const float* q,
+                        std::size_t q_blocks, const std::uint32_t* q_index, std::uint16_t* windows) = 0;
+};
 
 // Decodes 256 weights from a 92-byte block.
 void decode_block(const std::uint8_t* block, const Codebook& codebook, float* out);

@@ -3,10 +3,12 @@
 // geometry, FP4 E2M1 codes with a UE8M0 scale per 32 inputs) against the bound of
 // quantize_matrix alone on the same dequantised matrices with the same pool. The ratio
 // is what reading, dequantising, hashing the sources, measuring the error and writing
-// the container cost on top of the trellis search.
-// usage: quantize_model_bench [--experts N] [--threads N] [--dir DIR]
+// the container cost on top of the trellis search. --gpus 1 runs the searches of both on
+// the GPU (aff-quantize's default when one is visible).
+// usage: quantize_model_bench [--experts N] [--threads N] [--dir DIR] [--gpus 0|1]
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/thread_pool.hpp"
+#include "aff/quant/block_search.hpp"
 #include "aff/quant/codebook.hpp"
 #include "aff/quant/matrix.hpp"
 #include "aff/quant/quantize_model.hpp"
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -86,6 +89,7 @@ double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC
 
 int main(int argc, char** argv) {
     std::size_t experts = 2, threads = 0;
+    int gpus = 0;
     fs::path dir = fs::temp_directory_path() / ("aff-quantize-bench-" + std::to_string(::getpid()));
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -93,6 +97,7 @@ int main(int argc, char** argv) {
         if (a == "--experts") experts = std::stoull(next());
         else if (a == "--threads") threads = std::stoull(next());
         else if (a == "--dir") dir = next();
+        else if (a == "--gpus") gpus = std::stoi(next());
         else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
     }
     try {
@@ -102,7 +107,9 @@ int main(int argc, char** argv) {
 
         // Bound: the quantiser alone on the same matrices, dequantised beforehand.
         const aff::Checkpoint ck((dir / "ck").string());
+        const std::unique_ptr<BlockSearch> search = open_block_search(gpus);
         MatrixOptions opt;
+        opt.search = search.get();
         double quantiser = 0, quantiser_cpu = 0;
         for (std::size_t e = 0; e < experts; ++e)
             for (int w = 1; w <= 3; ++w) {
@@ -122,12 +129,13 @@ int main(int argc, char** argv) {
         q.out_path = (dir / "m.aff").string();
         q.tool = "quantize_model_bench";
         q.created = "2026-11-29T00:00:00Z";
+        q.matrix.search = search.get();
         const auto t0 = std::chrono::steady_clock::now();
         const double c0 = cpu_seconds();
         const QuantizeReport r = quantize_checkpoint(q, pool, aff::null_progress());
         const double total = seconds_since(t0), total_cpu = cpu_seconds() - c0;
-        std::printf("quantize_model_bench: %zu experts (%.1f Mweights), %zu threads\n", experts, weights / 1e6,
-                    pool.size());
+        std::printf("quantize_model_bench: %zu experts (%.1f Mweights), %zu threads, search on %s\n", experts,
+                    weights / 1e6, pool.size(), search ? search->describe().c_str() : "the CPU threads");
         std::printf("  end to end (quantize_checkpoint): %.2f s wall, %.2f s CPU, %.2f Mweights/s, NMSE %.4f\n",
                     total, total_cpu, weights / total / 1e6, r.nmse);
         std::printf("  bound (quantize_matrix alone):    %.2f s wall, %.2f s CPU, %.2f Mweights/s\n", quantiser,

@@ -3,8 +3,11 @@
 // the search that alters a single chosen window (a different float operation order, a
 // tie broken the other way) changes a digest here, so optimisations are proven
 // bit-exact on every path: rotated, importance-weighted, padded, two-pass, automatic.
+// Each case runs twice: block by block (encode_block) and batched through a BlockSearch
+// (CpuBlockSearch here; the GPU search runs the same cases in tests/gpu).
 #include "aff/core/hash.hpp"
 #include "aff/core/thread_pool.hpp"
+#include "aff/quant/block_search.hpp"
 #include "aff/quant/codebook.hpp"
 #include "aff/quant/codebook_train.hpp"
 #include "aff/quant/matrix.hpp"
@@ -48,13 +51,17 @@ std::vector<float> importance_of(std::size_t cols, std::uint64_t seed) {
     return q;
 }
 
+// The digest of the block-by-block encoding; 0 when the batched encoding differs from it.
 std::uint64_t digest(std::size_t rows, std::size_t cols, const std::vector<float>& w,
-                     const std::vector<float>& importance, const MatrixOptions& opt, bool* rotated = nullptr) {
-    std::vector<std::uint8_t> out(matrix_bytes(rows, cols));
+                     const std::vector<float>& importance, MatrixOptions opt, bool* rotated = nullptr) {
     aff::ThreadPool pool(2);
+    std::vector<std::uint8_t> out(matrix_bytes(rows, cols)), batched(out.size());
     const bool r = quantize_matrix(w, rows, cols, importance, opt, Codebook::builtin(), pool, out);
+    CpuBlockSearch search(pool);
+    opt.search = &search;
+    const bool rb = quantize_matrix(w, rows, cols, importance, opt, Codebook::builtin(), pool, batched);
     if (rotated) *rotated = r;
-    return aff::xxh3_64(out);
+    return out == batched && r == rb ? aff::xxh3_64(out) : 0;
 }
 
 }  // namespace
