@@ -14,7 +14,9 @@
 //   1e-5         RMSNorm, hc_post, attention, compressor, indexer scores, router weights: fp32
 //                sums of at most a few thousand terms in another order (the device tests
 //                measured at most 2.6e-6 at these shapes, tests/gpu/RESULTS.md).
-//   1e-4         every GEMV (FP8, BF16, codebook experts), mHC pre (Sinkhorn), the shared
+//   1e-4         every GEMV and prefill GEMM (FP8, BF16, codebook experts; the GEMMs against
+//                twins that round x, and for moe_gemm the weights, to bf16 as they do), mHC
+//                pre (Sinkhorn), the shared
 //                expert and the head: fp32 partial sums of K ≤ 32768 products against double
 //                sums; the reordering error is about √K·2⁻²⁴ ≈ 1e-5 of the output's rms. One
 //                wrongly decoded weight moves its row by about 1/(4√K) ≥ 1.4e-3 of max |y|,
@@ -37,6 +39,7 @@
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
 #include "aff/gpu/reference/dense_gemv.hpp"
+#include "aff/gpu/reference/gemm.hpp"
 #include "aff/gpu/reference/hc.hpp"
 #include "aff/gpu/reference/rms_norm.hpp"
 #include "aff/gpu/reference/router_topk.hpp"
@@ -53,9 +56,11 @@
 #include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
+#include "kernels/fp8_gemm.hpp"
 #include "kernels/fp8_gemv.hpp"
 #include "kernels/hc.hpp"
 #include "kernels/indexer.hpp"
+#include "kernels/moe_gemm.hpp"
 #include "kernels/moe_gemv.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/router_topk.hpp"
@@ -63,6 +68,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -245,7 +251,35 @@ public:
             std::string op;
             const std::vector<float> got = gpu_gemv(name, w, x, T, op);
             add(op, what, max_rel(got, cpu_gemv(w, x, T)), 1e-4);
+            gemm(name, what, w, x, T);
         });
+    }
+
+    // The prefill GEMM of the same stored weights (GpuModel uses it for calls of 5+ tokens),
+    // against its twin, which rounds x to bf16 as the kernel does and sums in double.
+    void gemm(const std::string& name, const std::string& what, const Matrix& w, const std::vector<float>& x, int m) {
+        const TensorInfo& t = c_.tensor(name);
+        const TensorInfo* scale = c_.find(name.substr(0, name.size() - 7) + ".scale");
+        const bool fp8 = t.type == StorageType::F8_E4M3 && scale && scale->type == StorageType::F8_E8M0;
+        if (!fp8 && t.type != StorageType::BF16) return;  // GpuModel has no GEMM for other storage
+        Stream s;
+        Buffer dw = to_device(c_.bytes(t)), dx = to_device(x), dy = poisoned(std::size_t(m) * w.rows);
+        std::vector<float> want(std::size_t(m) * w.rows);
+        if (fp8) {
+            Buffer ds = to_device(c_.bytes(*scale));
+            fp8_gemm(dw.as<std::uint8_t>(), ds.as<std::uint8_t>(), w.rows, w.cols, dx.as<float>(), w.cols, m,
+                     dy.as<float>(), w.rows, s.handle());
+            cpu::fp8_gemm(c_.bytes(t).data(), c_.bytes(*scale).data(), w.rows, w.cols, x.data(), m, want.data());
+        } else {
+            bf16_gemm(dw.as<std::uint16_t>(), w.rows, w.cols, dx.as<float>(), w.cols, m, dy.as<float>(), w.rows,
+                      s.handle());
+            std::vector<float> xr(x.size());
+            for (std::size_t i = 0; i < x.size(); ++i) xr[i] = cpu::bf16_to_float(cpu::float_to_bf16(x[i]));
+            cpu::dense_gemv(c_.bytes(t).data(), DenseType::bf16, w.rows, w.cols, xr.data(), w.cols, m, want.data(),
+                            w.rows);
+        }
+        s.synchronize();
+        add(fp8 ? "fp8_gemm" : "bf16_gemm", what, max_rel(to_host<float>(dy, want.size()), want), 1e-4);
     }
 
     void embedding() {
@@ -585,8 +619,41 @@ public:
                 add("moe_gemv", what + " " + ids + " " + names[int(which)] + " " + shape(n, k) +
                                     (rotated ? " TQ2875R" : " TQ2875"),
                     max_rel(got, want), 1e-4);
+                if (!rotated) moe_gemm_check(layer, chosen, which, n, k, what + " " + ids + " " + names[int(which)]);
             }
         });
+    }
+
+    // The prefill path: the chosen experts' bytes as a small stack, every token routed to every
+    // one of them (jobs t·E' + e), grouped on the device (moe_group), multiplied by moe_gemm;
+    // against its twin (weights and x rounded to bf16 as the kernel does, sums in double).
+    void moe_gemm_check(int layer, const std::vector<int>& chosen, ExpertMatrix which, int n, int k,
+                        const std::string& what) {
+        const int T = o_.tokens, E = int(chosen.size()), jobs = T * E;
+        if (!moe_gemm_takes(n, k, E)) return;
+        const std::size_t bytes = quant::matrix_bytes(n, k);
+        std::vector<std::uint8_t> stack(bytes * E);
+        for (int e = 0; e < E; ++e)
+            std::memcpy(stack.data() + bytes * e, experts_.codebook_matrix(layer, chosen[e], which).bytes, bytes);
+        const std::vector<float> x = normal(std::size_t(T) * k);
+        std::vector<std::int32_t> ids(jobs);
+        for (int j = 0; j < jobs; ++j) ids[j] = j % E;
+        std::vector<float> want(std::size_t(jobs) * n), part(std::size_t(T) * n);
+        for (int e = 0; e < E; ++e) {
+            cpu::moe_gemm(stack.data() + bytes * e, n, k, experts_.codebook(), x.data(), T, part.data());
+            for (int t = 0; t < T; ++t)
+                std::copy(part.begin() + std::size_t(t) * n, part.begin() + std::size_t(t + 1) * n,
+                          want.begin() + (std::size_t(t) * E + e) * n);
+        }
+        Buffer dstack = to_device(stack), dids = to_device(ids), dx = to_device(x), dy = poisoned(want.size()),
+               scratch(moe_group_bytes(jobs, E));
+        Stream s;
+        moe_group(dids.as<std::int32_t>(), jobs, E, scratch.data(), s.handle());
+        moe_gemm(dstack.as<std::uint8_t>(), bytes, n, k, scratch.data(), jobs, E, dx.as<float>(), E, dy.as<float>(),
+                 codebook_.as<std::uint16_t>(), s.handle());
+        s.synchronize();
+        add("moe_gemm", what + " " + std::to_string(T) + " tokens", max_rel(to_host<float>(dy, want.size()), want),
+            1e-4);
     }
 
     void shared_expert(int layer) {
@@ -715,6 +782,10 @@ public:
             GpuOptions go;
             go.device = o_.device;
             go.max_context = 4096;  // the state for the prompt and the decode steps, not a million positions
+            // The prefill GEMMs round activations to bf16, which moves logits by about 1e-2 and can
+            // flip routing; they are checked op by op above, so the end-to-end run takes the exact
+            // GEMV path at any prompt length and keeps the tight bound.
+            go.gemm_min_tokens = 0;
             GpuModel gpu(m_, &tensors_, go);  // the container's FP8 bytes: dense FP8 stays FP8
             described = gpu.describe();
             const int V = cfg_.vocab_size, T = o_.tokens;
