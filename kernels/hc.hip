@@ -1,9 +1,10 @@
 // mHC kernels (declarations and contract in hc.hpp). The pre step and the hyper head share
 // two launches: hc_project_kernel computes the rows of fn · v and Σ v² (one block per row and
 // token, so the 24 × 16384 projection spreads over the chip), then a mix kernel turns them
-// into pre/post/comb (Sinkhorn on one thread: n×n, 39 normalisations) and collapses the
-// streams. hc_post_kernel is one thread per (token, channel). The mix and expand kernels are
-// templates on the stream count n (hc_mult), so their small arrays stay in registers.
+// into pre/post/comb (Sinkhorn with a thread per element of the n×n matrix: 39
+// normalisations) and collapses the streams. hc_post_kernel is one thread per (token,
+// channel). The mix and expand kernels are templates on the stream count n (hc_mult), so
+// their small arrays stay in registers.
 #include "kernels/hc.hpp"
 
 #include "aff/gpu/check.hpp"
@@ -25,7 +26,19 @@ __global__ void __launch_bounds__(kThreads) hc_project_kernel(const float* __res
     const float4* v = reinterpret_cast<const float4*>(x + static_cast<size_t>(t) * width);
     const float4* f = reinterpret_cast<const float4*>(fn + static_cast<size_t>(r < rows ? r : 0) * width);
     float acc = 0.0f;
-    for (int i = dev::thread_x(); i < width / 4; i += kThreads) {
+    int i = dev::thread_x();
+    // Four steps' loads in flight before their sums, added in the same order as one at a time.
+    for (; i + 3 * kThreads < width / 4; i += 4 * kThreads) {
+        float4 a[4], b[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            a[j] = v[i + j * kThreads];
+            b[j] = r < rows ? f[i + j * kThreads] : a[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc += a[j].x * b[j].x + a[j].y * b[j].y + a[j].z * b[j].z + a[j].w * b[j].w;
+    }
+    for (; i < width / 4; i += kThreads) {
         const float4 a = v[i];
         const float4 b = r < rows ? f[i] : a;
         acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
@@ -36,12 +49,27 @@ __global__ void __launch_bounds__(kThreads) hc_project_kernel(const float* __res
 
 __device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// The barrier between Sinkhorn half-steps: the first warp's when it holds every element.
+template <int kN>
+__device__ inline void sinkhorn_sync() {
+    if constexpr (kN * kN <= kWarp) {
+#if defined(AFF_GPU_IS_CUDA)
+        __syncwarp();
+#else
+        __builtin_amdgcn_wave_barrier();
+#endif
+    } else {
+        dev::sync_block();
+    }
+}
+
 template <int kN>
 __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restrict__ x, const float* __restrict__ scratch,
                                                           const float* __restrict__ base, const float* __restrict__ scale,
                                                           int dim, int iters, float hc_eps, float norm_eps, float* post,
                                                           float* comb, float* u) {
     __shared__ float pre[kN];
+    __shared__ float sm[kN][kN];  // comb under Sinkhorn
     const int t = static_cast<int>(dev::block_x());
     if (dev::thread_x() == 0) {
         constexpr int kRows = (2 + kN) * kN;  // hc_mix_rows(kN), spelled out: device code
@@ -60,23 +88,32 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restric
             }
             float sum = 0.0f;
             for (int b = 0; b < kN; ++b) sum += (m[a][b] = expf(m[a][b] - mx));
-            for (int b = 0; b < kN; ++b) m[a][b] = m[a][b] / sum + hc_eps;
+            for (int b = 0; b < kN; ++b) sm[a][b] = m[a][b] / sum + hc_eps;
         }
+    }
+    dev::sync_block();
+    // Sinkhorn, one thread per element (row and column sums still each on one thread, in the
+    // same order as the CPU: the same result, without one thread doing every division).
+    {
+        const int id = static_cast<int>(dev::thread_x()), a = id / kN, b = id % kN;
+        const bool mine = id < kN * kN;
         for (int it = 0; it < iters; ++it) {
-            if (it > 0)
-                for (int a = 0; a < kN; ++a) {
-                    float sum = 0.0f;
-                    for (int b = 0; b < kN; ++b) sum += m[a][b];
-                    for (int b = 0; b < kN; ++b) m[a][b] /= sum + hc_eps;
-                }
-            for (int b = 0; b < kN; ++b) {
-                float sum = 0.0f;
-                for (int a = 0; a < kN; ++a) sum += m[a][b];
-                for (int a = 0; a < kN; ++a) m[a][b] /= sum + hc_eps;
+            float sum = 0.0f;
+            if (it > 0) {
+                if (mine)
+                    for (int j = 0; j < kN; ++j) sum += sm[a][j];
+                sinkhorn_sync<kN>();
+                if (mine) sm[a][b] /= sum + hc_eps;
+                sinkhorn_sync<kN>();
+                sum = 0.0f;
             }
+            if (mine)
+                for (int j = 0; j < kN; ++j) sum += sm[j][b];
+            sinkhorn_sync<kN>();
+            if (mine) sm[a][b] /= sum + hc_eps;
+            sinkhorn_sync<kN>();
         }
-        for (int a = 0; a < kN; ++a)
-            for (int b = 0; b < kN; ++b) comb[(t * kN + a) * kN + b] = m[a][b];
+        if (mine) comb[(t * kN + a) * kN + b] = sm[a][b];
     }
     dev::sync_block();
     const float* xt = x + static_cast<size_t>(t) * kN * dim;
