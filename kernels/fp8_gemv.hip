@@ -15,6 +15,7 @@
 
 #include "aff/gpu/check.hpp"
 #include "kernels/device_common.hpp"
+#include "kernels/gemv_reduce.hpp"
 
 namespace aff::gpu {
 namespace {
@@ -49,35 +50,8 @@ __device__ inline void decode4(uint32_t u, float (&f)[4]) {
     }
 }
 
-// One butterfly step: lanes split on bit `off`, each keeps one half of its kHalf·2 values and
-// adds the partner's copy of that half. Recursion keeps every index a compile-time constant
-// (a loop here left the array in local memory).
-template <int V, int kHalf>
-__device__ inline void reduce_scatter_step(float (&v)[V], unsigned lane) {
-    if constexpr (kHalf >= 1) {
-        constexpr int kOff = kWarp * kHalf / V;
-        const bool upper = (lane & static_cast<unsigned>(kOff)) != 0;
-#pragma unroll
-        for (int i = 0; i < kHalf; ++i) {
-            const float send = upper ? v[i] : v[i + kHalf];
-            const float keep = upper ? v[i + kHalf] : v[i];
-            v[i] = keep + dev::shfl_xor(send, kOff);
-        }
-        reduce_scatter_step<V, kHalf / 2>(v, lane);
-    }
-}
-
-// After the call, lane l holds the warp-wide sum of value index l / (32 / V) in v[0].
-template <int V>
-__device__ inline void warp_reduce_scatter(float (&v)[V]) {
-    static_assert(V >= 1 && V <= kWarp && (V & (V - 1)) == 0, "V must be a power of two up to the warp");
-    reduce_scatter_step<V, V / 2>(v, dev::lane_id());
-#pragma unroll
-    for (int off = kWarp / V / 2; off >= 1; off /= 2) v[0] += dev::shfl_xor(v[0], off);
-}
-
-template <int B, int kRows, bool kHw>
-__global__ void __launch_bounds__(kThreads, 2)
+template <int B, int kRows, bool kHw, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     fp8_gemv_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scales, int n, int k,
                     const float* __restrict__ x, float* __restrict__ y, int tpr_log2) {
     constexpr int V = pow2_at_least(B * kRows);
@@ -128,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 
     dev::wait_prerequisites();  // before y is written (also for threads that had no chunk)
-    warp_reduce_scatter<V>(acc);
+    dev::warp_reduce_scatter<V>(acc);
     constexpr int kSpread = kWarp / V;  // lanes holding the same value index
     const unsigned lane = dev::lane_id();
     const int warp = tid / kWarp;
@@ -143,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 }
 
-template <int kRows, bool kHw>
+template <int kRows, bool kHw, int kMinBlocks = 2>
 void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
                      bool dependent, hipStream_t stream) {
     const int chunks = k / 16;
@@ -172,10 +146,10 @@ void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, cons
         AFF_GPU_CHECK(hipGetLastError());
     };
     switch (batch) {
-        case 1: go(fp8_gemv_kernel<1, kRows, kHw>); break;
-        case 2: go(fp8_gemv_kernel<2, kRows, kHw>); break;
-        case 3: go(fp8_gemv_kernel<3, kRows, kHw>); break;
-        default: go(fp8_gemv_kernel<4, kRows, kHw>); break;
+        case 1: go(fp8_gemv_kernel<1, kRows, kHw, kMinBlocks>); break;
+        case 2: go(fp8_gemv_kernel<2, kRows, kHw, kMinBlocks>); break;
+        case 3: go(fp8_gemv_kernel<3, kRows, kHw, kMinBlocks>); break;
+        default: go(fp8_gemv_kernel<4, kRows, kHw, kMinBlocks>); break;
     }
 }
 
@@ -201,6 +175,11 @@ void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const
 #else
         launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
 #endif
+    } else if (t.min_blocks != 2) {
+        if (t.rows_per_group != 8) throw_argument("fp8_gemv", "min_blocks 3 or 4 is built for 8 rows per group");
+        if (t.min_blocks == 3) launch_fp8_gemv<8, kHardwareDecode, 3>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        else if (t.min_blocks == 4) launch_fp8_gemv<8, kHardwareDecode, 4>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        else throw_argument("fp8_gemv", "min_blocks must be 2, 3 or 4");
     } else if (t.rows_per_group == 8) {
         launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
     } else {

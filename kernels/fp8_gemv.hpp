@@ -17,14 +17,18 @@ inline constexpr int kFp8GemvMaxBatch = 4;
 // before waiting for it, so w and scales must not be written by the kernels just before it;
 // x is read and y written only after the wait. portable_decode: the integer FP8 decoder that
 // AMD builds use, instead of the hardware conversion (8 rows per group only).
+// min_blocks: thread blocks per multiprocessor the kernel is compiled for (2, 3 or 4; 3 and
+// 4 only with 8 rows and the hardware decoder): more blocks cap the registers lower
+// (128 / 85 / 64) for more loads in flight per multiprocessor.
 struct Fp8GemvTuning {
     int rows_per_group = 8;   // 4 or 8
     bool dependent_launch = false;
     bool portable_decode = false;
+    int min_blocks = 2;
 };
 // Measured best on the H200 (2026-11-29): 8 rows, dependent launch (65 % / 42 % of the read
 // ceiling at batch 1 / 4, against 53 % / 37 % without the dependent launch).
-inline constexpr Fp8GemvTuning kFp8GemvDefault{8, true, false};
+inline constexpr Fp8GemvTuning kFp8GemvDefault{8, true, false, 2};
 
 // y[b][r] = Σ_c e4m3(w[r][c]) · 2^(scales[r/128][c/128] − 127) · x[b][c] for b < batch,
 // r < n, c < k. w is [n][k] bytes, scales [ceil(n/128)][k/128] bytes, x [batch][k],

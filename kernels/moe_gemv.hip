@@ -1,35 +1,50 @@
 // Codebook-expert GEMV (declarations and contract in moe_gemv.hpp). Memory-bound on the
-// 2.875-bit weights, so the design keeps 16-byte loads in flight and decodes from shared
-// memory. A block of 256 threads copies the 16 KiB codebook into shared memory once and its
-// 8 warps then walk work items (2 consecutive rows of one job) with a stride over the grid.
-// A warp loads an item's rows with coalesced 16-byte loads into registers, parks them in its
-// own shared-memory stage and, while decoding them, already has the next item's loads in
-// flight. Decoding: lane l owns step pairs l and l + 32 of every block (weights 4l..4l+3 and
-// 128+4l..128+4l+3), whose bit offsets are fixed by the lane alone (format §4): the 32 bits
-// ending at the pair's last fresh bit come from two stage words by a funnel shift and hold
-// both 12-bit windows. No data-dependent branch; block scale applied once per block.
+// 2.875-bit weights in principle, but on the H200 bound by the shared-memory pipe: every two
+// weights cost one 4-byte codebook read at a random address (about 3.5-way bank conflicts
+// for 32 random reads), so the design spends that pipe on the codebook alone. A block of 128
+// threads copies the 16 KiB codebook into shared memory once and its 4 warps walk work items
+// of 4 rows (of one matrix, or 2 rows each of w1 and w3) with a stride over the grid. A warp
+// loads an item's rows with coalesced 16-byte loads into registers, parks them byte-swapped
+// in its own shared-memory stage and, while decoding them, already has the next item's loads
+// in flight. Decoding: lane l owns steps 4l..4l+3 of every block (weights 8l..8l+7), whose
+// windows all lie in the 29 stream bits before e_{4l+3} (format §4): two stage words and a
+// funnel shift give all four windows. The block's activations (8 per lane and token) are read
+// once per block for all 4 rows; an item serves up to 4 tokens per decoded weight. No
+// data-dependent branch; block scale applied once per block.
 #include "kernels/moe_gemv.hpp"
 
 #include "aff/gpu/check.hpp"
 #include "kernels/device_common.hpp"
+#include "kernels/gemv_reduce.hpp"
 
 #include <algorithm>
 
 namespace aff::gpu {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kRows = 2;                   // rows per work item
+// Blocks per multiprocessor the kernel is compiled for: 4 caps registers at 128; the 3- and
+// 4-token kernels need more (they spill at 128) and take 3 (170 registers).
+__host__ __device__ constexpr int min_blocks(int max_tokens) { return max_tokens >= 3 ? 3 : 4; }
+constexpr int kRows = 4;                   // rows per work item
 constexpr int kMaxK = 4096;
 constexpr int kBlockBytes = 92;            // 256 weights
 constexpr int kBlockWords = kBlockBytes / 4;
-constexpr int kMaxRowChunks = kMaxK / 256 * kBlockBytes / 16;             // 92 uint4 a row
+constexpr int kMaxRowWords = kMaxK / 256 * kBlockWords;                  // 368
+constexpr int kMaxRowChunks = kMaxRowWords / 4;                          // 92 uint4 a row
 constexpr int kChunksPerLane = (kMaxRowChunks + kWarp - 1) / kWarp;      // 3
 constexpr int kEntries = 4096;
 
-struct Jobs {
+// Everything a launch needs, by value: explicit jobs (count > 0) or the routed layout.
+struct Params {
     MoeGemvJob job[kMoeGemvMaxJobs];
+    int count = 0;  // explicit jobs; 0: routed
+    int batch = 1;
+    MoeGemvRouted routed;
+    int n = 0, k = 0;
+    unsigned long long expert_bytes = 0;
+    int total_warps = 0;
 };
 
 __device__ inline uint32_t bswap32(uint32_t u) {
@@ -51,12 +66,10 @@ __device__ inline void sync_warp() {
 // A codebook entry (c0 in the low half, c1 in the high half) as two floats.
 __device__ inline void entry_to_float2(uint32_t u, float& c0, float& c1) {
 #if defined(AFF_GPU_IS_CUDA)
-    __half2_raw raw;
-    raw.x = static_cast<unsigned short>(u & 0xffffu);
-    raw.y = static_cast<unsigned short>(u >> 16);
-    const float2 f = __half22float2(__half2(raw));
-    c0 = f.x;
-    c1 = f.y;
+    // Straight from the register's halves (building a __half2 from two shorts cost 2 more ops).
+    asm("{.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;}"
+        : "=f"(c0), "=f"(c1)
+        : "r"(u));
 #else
     c0 = static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(u & 0xffffu)));
     c1 = static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(u >> 16)));
@@ -105,46 +118,174 @@ __device__ inline void load_codebook(const uint16_t* codebook, uint32_t* cb) {
     for (int i = static_cast<int>(dev::thread_x()); i < kEntries / 4; i += kThreads) dst[i] = src[i];
 }
 
-// Job i: from the launch's own list, or (device_jobs set: graph replay) from device memory.
-__device__ inline MoeGemvJob job_at(const Jobs& jobs, const MoeGemvJob* device_jobs, int i) {
-    return device_jobs ? device_jobs[i] : jobs.job[i];
+// Lane l's four windows (steps 4l..4l+3 of a block): the 32 stream bits ending at
+// hi = e_{4l+3} lie in words j-1, j (j = (hi-1)/32), shifted right by 32(j+1) - hi; word -1
+// reads as zero. Step 4l+3's window is the low 12 bits, the others sit k_{4l+3},
+// k_{4l+3}+k_{4l+2} and 17 bits higher (K = 6,5,6,6 | 5,6,5,6 around the octet).
+struct LaneBits {
+    int word;        // j
+    int lo_word;     // max(j - 1, 0)
+    uint32_t lo_mask;
+    uint32_t shift;
+    uint32_t shift1;  // of step 4l+1: 12 (l even) or 11 (l odd)
+};
+
+__device__ inline LaneBits lane_bits(int l) {
+    const int hi = 45 * (l >> 1) + ((l & 1) ? 45 : 23);
+    LaneBits b;
+    b.word = (hi - 1) >> 5;
+    b.lo_word = b.word > 0 ? b.word - 1 : 0;
+    b.lo_mask = b.word > 0 ? ~0u : 0u;
+    b.shift = static_cast<uint32_t>(32 * (b.word + 1) - hi);
+    b.shift1 = (l & 1) ? 11u : 12u;
+    return b;
 }
 
-template <int B>
-__global__ void __launch_bounds__(kThreads)
-    moe_gemv_kernel(Jobs jobs, const MoeGemvJob* __restrict__ device_jobs, int count, int n, int k,
-                    const uint16_t* __restrict__ codebook, int total_warps) {
-    __shared__ uint32_t cb[kEntries];
-    __shared__ uint4 stage[kWarpsPerBlock][kRows][kMaxRowChunks];
-    dev::launch_dependents();
-    const int lane = static_cast<int>(dev::lane_id());
-    const int warp = static_cast<int>(dev::thread_x()) / kWarp;
-    const int items_per_job = n / kRows;
-    const int row_chunks = k / 256 * kBlockBytes / 16;
-    const int blocks = k / 256;
-    int item = static_cast<int>(dev::block_x()) * kWarpsPerBlock + warp;
-    const int items = items_per_job * count;  // job of an item: item / items_per_job (uniform per warp)
+__device__ inline uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t shift) {
+#if defined(AFF_GPU_IS_CUDA)
+    return __funnelshift_r(lo, hi, shift);
+#else
+    return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> shift);
+#endif
+}
 
+// The block scale from the byte-swapped last word (bytes 88..91 as b88 b89 b90 b91, most
+// significant first): the bf16 is b91:b90, as float bits b91 b90 0 0.
+__device__ inline float swapped_scale(uint32_t v) {
+#if defined(AFF_GPU_IS_CUDA)
+    return dev::bits_to_float(__byte_perm(v, 0u, 0x0144));
+#else
+    return dev::bits_to_float(((v & 0xffu) << 24) | ((v & 0xff00u) << 8));
+#endif
+}
+
+template <int V>
+struct Tokens {
+    static constexpr int value = V;
+};
+
+__host__ __device__ constexpr int pow2_at_least(int v) {
+    int p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+// One item's products for M tokens: the item's kRows rows sit byte-swapped in `st`
+// (kMaxRowWords words apart); x[b] is token b's input (k floats). acc ends as the warp-wide
+// partial sums reduced by the caller.
+template <int M>
+__device__ inline void item_products(const uint32_t* st, const uint32_t* cb, const float* const (&x)[kMoeGemvMaxBatch],
+                                     int blocks, const LaneBits& lb, int lane, float (&acc)[pow2_at_least(kRows * M)]) {
+#pragma unroll
+    for (int i = 0; i < pow2_at_least(kRows * M); ++i) acc[i] = 0.0f;
+    for (int blk = 0; blk < blocks; ++blk) {
+        float4 xa[M], xb[M];
+#pragma unroll
+        for (int b = 0; b < M; ++b) {
+            const float4* xr = reinterpret_cast<const float4*>(x[b] + blk * 256) + 2 * lane;
+            xa[b] = dev::ldg(xr);
+            xb[b] = dev::ldg(xr + 1);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            const uint32_t* words = st + r * kMaxRowWords + blk * kBlockWords;
+            const uint32_t g = funnel_right(words[lb.word], words[lb.lo_word] & lb.lo_mask, lb.shift);
+            const uint32_t w3 = g & 0xfffu, w2 = (g >> 6) & 0xfffu, w1 = (g >> lb.shift1) & 0xfffu,
+                           w0 = (g >> 17) & 0xfffu;
+            float e[8];
+            entry_to_float2(cb[w0], e[0], e[1]);
+            entry_to_float2(cb[w1], e[2], e[3]);
+            entry_to_float2(cb[w2], e[4], e[5]);
+            entry_to_float2(cb[w3], e[6], e[7]);
+            const float s = swapped_scale(words[kBlockWords - 1]);
+#pragma unroll
+            for (int b = 0; b < M; ++b) {
+                const float part = e[0] * xa[b].x + e[1] * xa[b].y + e[2] * xa[b].z + e[3] * xa[b].w +
+                                   e[4] * xb[b].x + e[5] * xb[b].y + e[6] * xb[b].z + e[7] * xb[b].w;
+                acc[r * M + b] += s * part;
+            }
+        }
+    }
+    dev::warp_reduce_scatter<pow2_at_least(kRows * M)>(acc);
+}
+
+template <int kMaxM>
+__global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
+    moe_gemv_kernel(const Params p, const uint16_t* __restrict__ codebook) {
+    __shared__ uint32_t cb[kEntries];
+    __shared__ uint32_t stage[kWarpsPerBlock][kRows][kMaxRowWords];
+    __shared__ int ids[kMoeGemvMaxPairs];
+    __shared__ int lead_tokens[kMoeGemvMaxPairs];    // 0: another pair decodes this expert
+    __shared__ uint32_t lead_pairs[kMoeGemvMaxPairs];  // the pairs it serves, 8 bits each
+    dev::launch_dependents();
+    const int tid = static_cast<int>(dev::thread_x());
+    const int lane = static_cast<int>(dev::lane_id());
+    const int warp = tid / kWarp;
+    const bool routed = p.count == 0;
+    const int mats = routed ? p.routed.matrices : 1;
+    const int rows_per_mat = kRows / mats;
+    const int items_per_job = p.n / rows_per_mat;
+    const int pairs = routed ? p.routed.tokens * p.routed.top_k : 0;
+    const int items = (routed ? pairs : p.count) * items_per_job;
+    const int row_chunks = p.k / 256 * kBlockWords / 4;
+    const int blocks = p.k / 256;
+    const size_t row_bytes = static_cast<size_t>(row_chunks) * 16;
+
+    // Row r of item `it`: matrix r / rows_per_mat, row (it % items_per_job) · rows_per_mat + r % rows_per_mat.
+    auto row_ptr = [&](int it, int r) {
+        const int job = it / items_per_job;
+        const size_t row = static_cast<size_t>(it % items_per_job) * rows_per_mat + r % rows_per_mat;
+        const uint8_t* base = routed ? p.routed.stack[r / rows_per_mat] +
+                                           static_cast<size_t>(ids[job]) * p.expert_bytes
+                                     : p.job[job].w;
+        return reinterpret_cast<const uint4*>(base + row * row_bytes);
+    };
     uint4 buf[kRows][kChunksPerLane];
     auto load_item = [&](int it) {
-        const MoeGemvJob jb = job_at(jobs, device_jobs, it / items_per_job);
-        const int row0 = (it % items_per_job) * kRows;
-        const uint4* w = reinterpret_cast<const uint4*>(jb.w) + static_cast<size_t>(row0) * row_chunks;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kRows; ++r) {
+            const uint4* w = row_ptr(it, r);
 #pragma unroll
             for (int i = 0; i < kChunksPerLane; ++i) {
                 const int c = lane + i * kWarp;
-                if (c < row_chunks) buf[r][i] = dev::load_stream(w + r * row_chunks + c);
+                if (c < row_chunks) buf[r][i] = dev::load_stream(w + c);
             }
+        }
     };
-    if (!device_jobs && item < items) load_item(item);
+    auto valid_from = [&](int it) {
+        if (routed)
+            while (it < items && lead_tokens[it / items_per_job] == 0) it += p.total_warps;
+        return it;
+    };
+
+    int item = static_cast<int>(dev::block_x()) * kWarpsPerBlock + warp;
+    if (!routed && item < items) load_item(item);  // explicit weights may load before the wait
     load_codebook(codebook, cb);
+    if (routed) {
+        dev::wait_prerequisites();  // the ids come from the previous kernel
+        if (tid < pairs) ids[tid] = p.routed.ids[tid];
+    }
+    dev::sync_block();
+    if (routed && tid < pairs) {
+        // The first pair naming an expert decodes it, for every token that chose it.
+        int lead = 1;
+        for (int j = 0; j < tid; ++j) lead &= ids[j] != ids[tid];
+        int m = 0;
+        uint32_t list = 0;
+        for (int j = tid; j < pairs; ++j)
+            if (ids[j] == ids[tid] && m < kMoeGemvMaxBatch) list |= static_cast<uint32_t>(j) << (8 * m++);
+        lead_tokens[tid] = lead ? m : 0;
+        lead_pairs[tid] = list;
+    }
     dev::sync_block();
     dev::wait_prerequisites();  // x may come from the previous kernel; y may still be read by it
-    if (device_jobs && item < items) load_item(item);  // a device list may come from the previous kernel too
+    if (routed) {
+        item = valid_from(item);
+        if (item < items) load_item(item);
+    }
 
-    const PairBits pa = pair_bits(lane), pb = pair_bits(lane + kWarp);
+    const LaneBits lb = lane_bits(lane);
+    uint32_t* st = &stage[warp][0][0];
     while (item < items) {
         sync_warp();  // every lane is done with the stage
 #pragma unroll
@@ -152,56 +293,69 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int i = 0; i < kChunksPerLane; ++i) {
                 const int c = lane + i * kWarp;
-                if (c < row_chunks) stage[warp][r][c] = buf[r][i];
+                if (c < row_chunks) {
+                    const uint4 v = buf[r][i];
+                    *reinterpret_cast<uint4*>(st + r * kMaxRowWords + 4 * c) =
+                        uint4{bswap32(v.x), bswap32(v.y), bswap32(v.z), bswap32(v.w)};
+                }
             }
         sync_warp();
         const int job = item / items_per_job;
-        const int row0 = (item % items_per_job) * kRows;
-        const int next = item + total_warps;
+        const int row0 = (item % items_per_job) * rows_per_mat;
+        const int m = routed ? lead_tokens[job] : p.batch;
+        const uint32_t list = routed ? lead_pairs[job] : 0x03020100u;
+        const int next = valid_from(item + p.total_warps);
         if (next < items) load_item(next);
 
-        const float* x = job_at(jobs, device_jobs, job).x;
-        float acc[B][kRows];
+        // Token b's input; its output lies y_offset(b) floats past the matrix's y at row 0.
+        const float* x[kMoeGemvMaxBatch];
+        const float* x_base = routed && p.routed.rotated && p.routed.rotated[ids[job]] ? p.routed.x_rotated : p.routed.x;
 #pragma unroll
-        for (int b = 0; b < B; ++b)
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) acc[b][r] = 0.0f;
-        for (int blk = 0; blk < blocks; ++blk) {
-            float4 xa[B], xb[B];
-#pragma unroll
-            for (int b = 0; b < B; ++b) {
-                const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * k + blk * 256);
-                xa[b] = dev::ldg(xr + lane);
-                xb[b] = dev::ldg(xr + kWarp + lane);
+        for (int b = 0; b < kMoeGemvMaxBatch; ++b) {
+            const int pr = static_cast<int>((list >> (8 * b)) & 0xffu);
+            x[b] = routed ? x_base + (pr / p.routed.top_k) * p.routed.x_token_stride +
+                                (pr % p.routed.top_k) * p.routed.x_slot_stride
+                          : p.job[job].x + static_cast<size_t>(b) * p.k;
+        }
+        auto y_offset = [&](int b) {
+            return static_cast<size_t>(routed ? static_cast<int>((list >> (8 * b)) & 0xffu) : b) * p.n;
+        };
+        auto store = [&](auto tokens, const auto& acc) {
+            constexpr int M = decltype(tokens)::value;
+            constexpr int kSpread = kWarp / pow2_at_least(kRows * M);
+            const int v = lane / kSpread;
+            if (lane % kSpread == 0 && v < kRows * M) {
+                const int r = v / M, b = v % M;
+                float* y = routed ? p.routed.y[r / rows_per_mat] : p.job[job].y;
+                y[y_offset(b) + row0 + r % rows_per_mat] = acc[0];
             }
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-                const uint32_t* words = reinterpret_cast<const uint32_t*>(&stage[warp][r][0]) + blk * kBlockWords;
-                uint32_t a0, a1, b0, b1;
-                pair_windows(words, pa, a0, a1);
-                pair_windows(words, pb, b0, b1);
-                float e[8];
-                entry_to_float2(cb[a0], e[0], e[1]);
-                entry_to_float2(cb[a1], e[2], e[3]);
-                entry_to_float2(cb[b0], e[4], e[5]);
-                entry_to_float2(cb[b1], e[6], e[7]);
-                const float s = block_scale(words);
-#pragma unroll
-                for (int b = 0; b < B; ++b) {
-                    const float part = e[0] * xa[b].x + e[1] * xa[b].y + e[2] * xa[b].z + e[3] * xa[b].w +
-                                       e[4] * xb[b].x + e[5] * xb[b].y + e[6] * xb[b].z + e[7] * xb[b].w;
-                    acc[b][r] += s * part;
-                }
+        };
+        if constexpr (kMaxM >= 4) {
+            if (m == 4) {
+                float acc[pow2_at_least(kRows * 4)];
+                item_products<4>(st, cb, x, blocks, lb, lane, acc);
+                store(Tokens<4>{}, acc);
             }
         }
-        float* y = job_at(jobs, device_jobs, job).y;
-#pragma unroll
-        for (int b = 0; b < B; ++b)
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-                const float sum = dev::warp_sum(acc[b][r]);
-                if (lane == b * kRows + r) y[static_cast<size_t>(b) * n + row0 + r] = sum;
+        if constexpr (kMaxM >= 3) {
+            if (m == 3) {
+                float acc[pow2_at_least(kRows * 3)];
+                item_products<3>(st, cb, x, blocks, lb, lane, acc);
+                store(Tokens<3>{}, acc);
             }
+        }
+        if constexpr (kMaxM >= 2) {
+            if (m == 2) {
+                float acc[pow2_at_least(kRows * 2)];
+                item_products<2>(st, cb, x, blocks, lb, lane, acc);
+                store(Tokens<2>{}, acc);
+            }
+        }
+        if (m == 1) {
+            float acc[pow2_at_least(kRows)];
+            item_products<1>(st, cb, x, blocks, lb, lane, acc);
+            store(Tokens<1>{}, acc);
+        }
         item = next;
     }
 }
@@ -231,22 +385,16 @@ __global__ void __launch_bounds__(kThreads)
 
 void check_shape(const char* what, int n, int k) {
     if (k <= 0 || k % 1024 != 0 || k > kMaxK) throw_argument(what, "k must be a multiple of 1024 up to 4096");
-    if (n <= 0 || n % kRows != 0) throw_argument(what, "n must be a positive even number");
+    if (n <= 0 || n % kRows != 0) throw_argument(what, "n must be a positive multiple of 4");
 }
 
-void launch_moe_gemv(const MoeGemvJob* jobs, const MoeGemvJob* device_jobs, int count, int n, int k, int batch,
-                     const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {
-    check_shape("moe_gemv", n, k);
-    if (count < 1 || (!device_jobs && count > kMoeGemvMaxJobs)) throw_argument("moe_gemv", "job count must be 1..16");
-    if (batch < 1 || batch > kMoeGemvMaxBatch) throw_argument("moe_gemv", "batch must be 1..4");
+void launch(Params& p, int items, int max_tokens, const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {
     if (t.target_blocks < 1) throw_argument("moe_gemv", "target_blocks must be positive");
-    Jobs j{};
-    if (!device_jobs)
-        for (int i = 0; i < count; ++i) j.job[i] = jobs[i];
-    const int items = count * (n / kRows);
-    const int blocks = std::min(t.target_blocks, (items + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    const int target = std::max(1, t.target_blocks * min_blocks(max_tokens) / min_blocks(1));
+    const int blocks = std::max(1, std::min(target, (items + kWarpsPerBlock - 1) / kWarpsPerBlock));
     const dim3 grid(static_cast<unsigned>(blocks));
-    const int total_warps = blocks * kWarpsPerBlock;
+    p.total_warps = blocks * kWarpsPerBlock;
+    p.expert_bytes = static_cast<unsigned long long>(p.n) * (p.k / 256) * kBlockBytes;
     const auto s = static_cast<hipStream_t>(stream);
     auto go = [&](auto kernel) {
 #if defined(AFF_GPU_IS_CUDA)
@@ -260,14 +408,14 @@ void launch_moe_gemv(const MoeGemvJob* jobs, const MoeGemvJob* device_jobs, int 
             attribute.val.programmaticStreamSerializationAllowed = 1;
             config.attrs = &attribute;
             config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, j, device_jobs, count, n, k, codebook, total_warps));
+            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, p, codebook));
             return;
         }
 #endif
-        kernel<<<grid, dim3(kThreads), 0, s>>>(j, device_jobs, count, n, k, codebook, total_warps);
+        kernel<<<grid, dim3(kThreads), 0, s>>>(p, codebook);
         AFF_GPU_CHECK(hipGetLastError());
     };
-    switch (batch) {
+    switch (max_tokens) {
         case 1: go(moe_gemv_kernel<1>); break;
         case 2: go(moe_gemv_kernel<2>); break;
         case 3: go(moe_gemv_kernel<3>); break;
@@ -279,16 +427,40 @@ void launch_moe_gemv(const MoeGemvJob* jobs, const MoeGemvJob* device_jobs, int 
 
 void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
                     const MoeGemvTuning& t, void* stream) {
-    launch_moe_gemv(jobs, nullptr, count, n, k, batch, codebook, t, stream);
-}
-
-void moe_gemv_device_jobs(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook,
-                          void* stream) {
-    launch_moe_gemv(nullptr, jobs, count, n, k, batch, codebook, kMoeGemvDefault, stream);
+    check_shape("moe_gemv", n, k);
+    if (count < 1 || count > kMoeGemvMaxJobs) throw_argument("moe_gemv", "job count must be 1..16");
+    if (batch < 1 || batch > kMoeGemvMaxBatch) throw_argument("moe_gemv", "batch must be 1..4");
+    Params p;
+    for (int i = 0; i < count; ++i) p.job[i] = jobs[i];
+    p.count = count;
+    p.batch = batch;
+    p.n = n;
+    p.k = k;
+    launch(p, count * (n / kRows), batch, codebook, t, stream);
 }
 
 void moe_gemv(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook, void* stream) {
     moe_gemv_tuned(jobs, count, n, k, batch, codebook, kMoeGemvDefault, stream);
+}
+
+void moe_gemv_routed(const MoeGemvRouted& r, int n, int k, const uint16_t* codebook, const MoeGemvTuning& t,
+                     void* stream) {
+    check_shape("moe_gemv_routed", n, k);
+    if (r.tokens < 1 || r.tokens > kMoeGemvMaxBatch) throw_argument("moe_gemv_routed", "tokens must be 1..4");
+    if (r.top_k < 1 || r.tokens * r.top_k > kMoeGemvMaxPairs)
+        throw_argument("moe_gemv_routed", "tokens * top_k must be 1..64");
+    if (r.matrices != 1 && r.matrices != 2) throw_argument("moe_gemv_routed", "matrices must be 1 or 2");
+    if (!r.ids || !r.x || !r.stack[0] || !r.y[0] || (r.matrices == 2 && (!r.stack[1] || !r.y[1])))
+        throw_argument("moe_gemv_routed", "null pointer");
+    if (r.rotated && (r.matrices != 1 || !r.x_rotated))
+        throw_argument("moe_gemv_routed", "rotated experts need matrices == 1 and x_rotated");
+    Params p;
+    p.count = 0;
+    p.routed = r;
+    p.n = n;
+    p.k = k;
+    const int items = r.tokens * r.top_k * (n / (kRows / r.matrices));
+    launch(p, items, r.tokens, codebook, t, stream);
 }
 
 void tq2875_dequantize(const uint8_t* w, int rows, int k, const uint16_t* codebook, float* out, void* stream) {

@@ -21,7 +21,6 @@
 #include "kernels/indexer.hpp"
 #include "kernels/moe_gemm.hpp"
 #include "kernels/moe_gemv.hpp"
-#include "kernels/moe_jobs.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/router_topk.hpp"
 #include "kernels/swiglu.hpp"
@@ -171,7 +170,6 @@ struct GpuModel::Impl {
     float *a_rot = nullptr, *g1_rot = nullptr;  // H·a and H·g1 rows, for TQ2875R experts
     float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
     std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
-    MoeGemvJob* jobs_dev = nullptr;  // moe_gemv's job lists, built on the device (w1, w3, w2)
 
     // Captured decode steps, one per set of sequences (their state buffers are baked into the
     // launches); dropped when the activations move (ensure_scratch).
@@ -630,7 +628,6 @@ struct GpuModel::Impl {
         take(logits, n * V);
         take(tokens_dev, n);
         take(route_ids, n * k);
-        take(jobs_dev, 3 * n * k);
         {
             std::uint8_t* groups = nullptr;
             take(groups, moe_group_bytes(int(n * k), int(E)));
@@ -816,40 +813,68 @@ struct GpuModel::Impl {
         apply(r.wo_b, z, G * Ro, n, f, D);
     }
 
-    // Routed experts through moe_gemv (codebook-stored): the job lists (expert j of token
-    // j / k) are built on the device from the router's ids, so nothing waits for the host.
-    // A TQ2875R matrix (stored as W Hᵀ) takes the rotated input H x: when any expert of the
-    // layer's w1/w3 stacks is rotated, the layer's input is rotated once per token, and when
-    // any of its w2 are, each job's SwiGLU row; the job builder points a rotated expert's job
-    // at the rotated copy (per-expert flags on the device, MoeJobList::rotated).
+    // Routed experts through moe_gemv_routed (codebook-stored): the kernel reads the chosen
+    // ids on the device, decodes every distinct expert once for the tokens that chose it, and
+    // runs w1 and w3 in one launch; up to kMoeGemvMaxBatch tokens a launch. A TQ2875R matrix
+    // (stored as W Hᵀ) takes the rotated input H x: when any expert of the layer's w1/w3 stacks
+    // is rotated, the layer's input is rotated once per token and w1 and w3 run as two launches
+    // (their flags differ per expert), and when any of its w2 are, each pair's SwiGLU row; the
+    // kernel picks the rotated input for a flagged expert (per-expert flags on the device).
     void routed_codebook(const LayerRefs& r, int n) {
         void* s = stream.handle();
-        const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, total = n * k;
+        const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token;
         const std::uint8_t* base = arena.as<std::uint8_t>();
         const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
-        MoeJobList lists[3];
-        lists[0] = {base + r.codebook_w1, w13_bytes, a, std::size_t(D), k, g1, std::size_t(I), jobs_dev};
-        lists[1] = {base + r.codebook_w3, w13_bytes, a, std::size_t(D), k, g3, std::size_t(I), jobs_dev + total};
-        lists[2] = {base + r.codebook_w2, w2_bytes, g1, std::size_t(I), 1, routed, std::size_t(D), jobs_dev + 2 * total};
-        const int E = c.n_routed_experts;
+        const int E = c.n_routed_experts, total = n * k;
         // Flags [matrix][expert], matrix as ExpertMatrix numbers it (w1, w2, w3).
         auto flags = [&](ExpertMatrix which) { return base + r.rotated_flags + std::size_t(static_cast<int>(which)) * E; };
-        if (r.rotated_w13) {
-            hadamard_rotate(a, D, a_rot, D, D, n, s);
-            lists[0].rotated = flags(ExpertMatrix::w1);
-            lists[1].rotated = flags(ExpertMatrix::w3);
-            lists[0].x_rotated = lists[1].x_rotated = a_rot;
+        if (r.rotated_w13) hadamard_rotate(a, D, a_rot, D, D, n, s);
+        for (int t0 = 0; t0 < n; t0 += kMoeGemvMaxBatch) {
+            const std::size_t p0 = std::size_t(t0) * k;
+            MoeGemvRouted up;
+            up.ids = route_ids + p0;
+            up.tokens = std::min(kMoeGemvMaxBatch, n - t0);
+            up.top_k = k;
+            up.x = a + std::size_t(t0) * D;
+            up.x_token_stride = D;
+            up.x_slot_stride = 0;
+            if (!r.rotated_w13) {
+                up.matrices = 2;
+                up.stack[0] = base + r.codebook_w1;
+                up.stack[1] = base + r.codebook_w3;
+                up.y[0] = g1 + p0 * I;
+                up.y[1] = g3 + p0 * I;
+                moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, s);
+                continue;
+            }
+            up.x_rotated = a_rot + std::size_t(t0) * D;
+            for (const ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w3}) {
+                const bool w1 = which == ExpertMatrix::w1;
+                up.stack[0] = base + (w1 ? r.codebook_w1 : r.codebook_w3);
+                up.y[0] = (w1 ? g1 : g3) + p0 * I;
+                up.rotated = flags(which);
+                moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, s);
+            }
         }
-        if (r.rotated_w2) {
-            lists[2].rotated = flags(ExpertMatrix::w2);
-            lists[2].x_rotated = g1_rot;
-        }
-        moe_jobs(route_ids, total, lists, 3, s);
-        moe_gemv_device_jobs(jobs_dev, total, I, D, 1, cb, s);
-        moe_gemv_device_jobs(jobs_dev + total, total, I, D, 1, cb, s);
         swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
-        if (r.rotated_w2) hadamard_rotate(g1, I, g1_rot, I, I, total, s);  // read by the rotated experts' w2 jobs
-        moe_gemv_device_jobs(jobs_dev + 2 * total, total, D, I, 1, cb, s);
+        if (r.rotated_w2) hadamard_rotate(g1, I, g1_rot, I, I, total, s);  // read by the rotated experts' w2
+        for (int t0 = 0; t0 < n; t0 += kMoeGemvMaxBatch) {
+            const std::size_t p0 = std::size_t(t0) * k;
+            MoeGemvRouted down;
+            down.ids = route_ids + p0;
+            down.tokens = std::min(kMoeGemvMaxBatch, n - t0);
+            down.top_k = k;
+            down.stack[0] = base + r.codebook_w2;
+            down.y[0] = routed + p0 * D;
+            down.x = g1 + p0 * I;
+            down.x_token_stride = std::int64_t(k) * I;
+            down.x_slot_stride = I;
+            if (r.rotated_w2) {
+                down.rotated = flags(ExpertMatrix::w2);
+                down.x_rotated = g1_rot + p0 * I;
+            }
+            moe_gemv_routed(down, D, I, cb, kMoeGemvDefault, s);
+        }
     }
 
     void run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state);

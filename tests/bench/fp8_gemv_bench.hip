@@ -82,15 +82,16 @@ int main() {
             const char* name;
             Fp8GemvTuning tuning;
         };
-        const Variant variants[] = {{"rows8", {8, false, false}},     {"rows8 dep", {8, true, false}},
-                                    {"rows4", {4, false, false}},     {"rows4 dep", {4, true, false}},
-                                    {"rows8 port", {8, false, true}}};
+        const Variant variants[] = {{"rows8", {8, false, false, 2}},     {"rows8 dep", {8, true, false, 2}},
+                                    {"rows8 dep mb3", {8, true, false, 3}}, {"rows8 dep mb4", {8, true, false, 4}},
+                                    {"rows4 dep", {4, true, false, 2}},  {"rows8 port", {8, false, true, 2}}};
         constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
         int default_variant = -1;
         for (int v = 0; v < kVariants; ++v)
             if (variants[v].tuning.rows_per_group == kFp8GemvDefault.rows_per_group &&
                 variants[v].tuning.dependent_launch == kFp8GemvDefault.dependent_launch &&
-                variants[v].tuning.portable_decode == kFp8GemvDefault.portable_decode)
+                variants[v].tuning.portable_decode == kFp8GemvDefault.portable_decode &&
+                variants[v].tuning.min_blocks == kFp8GemvDefault.min_blocks)
                 default_variant = v;
         double total_bytes[kVariants][2] = {}, total_time[kVariants][2] = {};
         Buffer sink(sizeof(uint32_t));

@@ -6,6 +6,11 @@
 // far beyond the L2, so every launch reads HBM; timing as fp8_gemv_bench (captured graph of
 // back-to-back launches, median of 7 replays). Per shape and expert count a read-only kernel
 // streaming the same weight bytes per launch shows what one launch of that size reaches.
+// Then the forward's own pattern for one layer's routed experts (libaff/gpu/forward.cpp,
+// routed_codebook): moe_gemv_routed over w1 and w3 in one launch, the SwiGLU, moe_gemv_routed
+// over w2, for 1 and 4 tokens routed by 6 distinct random experts each out of 256 (a V4-Flash
+// layer: 2.3 GB of experts, new ids every step); bytes = the distinct experts' weights +
+// activations in and out of each GEMV, time = the three launches (SwiGLU included).
 // Random index bits, bf16 scales in [2^-7, 2^-6), a random codebook of fp16 values in
 // ±[2^-4, 2^0) (speed does not depend on the values; this file is CUDA C++17, which cannot
 // include the C++20 codebook header). The last three lines
@@ -15,11 +20,13 @@
 #include "gpu_bench.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/moe_gemv.hpp"
+#include "kernels/swiglu.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -49,7 +56,7 @@ struct Shape {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
     try {
         use_device(select_devices(1)[0]);
         const DeviceInfo info = device_info(0);
@@ -68,10 +75,10 @@ int main() {
             const char* name;
             MoeGemvTuning tuning;
         };
-        const Variant variants[] = {{"blocks132 dep", {132, true}},
+        const Variant variants[] = {{"blocks528 dep", {528, true}},
+                                    {"blocks528", {528, false}},
                                     {"blocks264 dep", {264, true}},
-                                    {"blocks528 dep", {528, true}},
-                                    {"blocks264", {264, false}}};
+                                    {"blocks1056 dep", {1056, true}}};
         constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
         int default_variant = 0;
         for (int v = 0; v < kVariants; ++v)
@@ -85,7 +92,10 @@ int main() {
         std::normal_distribution<float> nd(0.0f, 1.0f);
         std::printf("%-6s %10s %7s %5s %-14s %10s %8s %8s %10s\n", "shape", "n x k", "experts", "batch", "tuning",
                     "graph us", "TB/s", "ceiling", "loop us");
+        // "layer": only the forward's per-layer pattern (a short run for a profiler).
+        const bool layer_only = argc > 1 && std::string(argv[1]) == "layer";
         for (const Shape& sh : shapes) {
+            if (layer_only) break;
             const size_t expert_bytes = static_cast<size_t>(sh.n) * (sh.k / 256) * kBlockBytes;
             const int copies = static_cast<int>((size_t{1} << 30) / expert_bytes);  // one GiB of experts
             Buffer weights(static_cast<size_t>(copies) * expert_bytes);
@@ -147,17 +157,119 @@ int main() {
                 std::printf("summary %-14s experts %d: batch 1 %.3f TB/s (%.1f%%), batch 4 %.3f TB/s (%.1f%%)\n",
                             variants[v].name, e ? 6 : 1, rate(v, e, 0) / 1e12, 100.0 * rate(v, e, 0) / ceiling,
                             rate(v, e, 1) / 1e12, 100.0 * rate(v, e, 1) / ceiling);
+
+        // The forward's pattern for one layer (routed_codebook): 256 experts of each matrix.
+        constexpr int kExperts = 256, kTopK = 6, kSteps = 64, D = 4096, I = 2048;
+        const size_t w13_bytes = static_cast<size_t>(I) * (D / 256) * kBlockBytes;
+        const size_t w2_bytes = static_cast<size_t>(D) * (I / 256) * kBlockBytes;
+        Buffer stack1(w13_bytes * kExperts), stack3(w13_bytes * kExperts), stack2(w2_bytes * kExperts);
+        {
+            Stream s;
+            uint32_t seed = 0x777u;
+            for (Buffer* b : {&stack1, &stack3, &stack2})
+                fill_blocks_kernel<<<dim3(static_cast<unsigned>((b->size() + 255) / 256)), dim3(256), 0,
+                                     static_cast<hipStream_t>(s.handle())>>>(b->as<uint8_t>(), b->size(), seed++);
+            AFF_GPU_CHECK(hipGetLastError());
+            s.synchronize();
+        }
+        std::vector<float> av(static_cast<size_t>(kMoeGemvMaxBatch) * D);
+        for (float& v : av) v = nd(rng);
+        Buffer a(av.size() * 4), g1(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * I * 4),
+            g3(g1.size()), routed(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * D * 4);
+        upload(a, av.data(), av.size() * 4);
+        double layer_rate[2] = {};
+        for (const int tokens : {1, kMoeGemvMaxBatch}) {
+            // kSteps id sets: each token 6 distinct experts; bytes count each distinct expert once.
+            std::vector<int32_t> ids(static_cast<size_t>(kSteps) * tokens * kTopK);
+            std::vector<double> step_bytes(kSteps);
+            std::vector<int> order(kExperts);
+            double distinct_sum = 0.0;
+            for (int st = 0; st < kSteps; ++st) {
+                std::vector<char> used(kExperts, 0);
+                int distinct = 0;
+                for (int t = 0; t < tokens; ++t) {
+                    for (int e = 0; e < kExperts; ++e) order[e] = e;
+                    for (int j = 0; j < kTopK; ++j) {
+                        std::uniform_int_distribution<int> pick(j, kExperts - 1);
+                        std::swap(order[j], order[pick(rng)]);
+                        const int e = order[j];
+                        ids[(static_cast<size_t>(st) * tokens + t) * kTopK + j] = e;
+                        distinct += used[e] == 0;
+                        used[e] = 1;
+                    }
+                }
+                const int pairs = tokens * kTopK;
+                step_bytes[st] = distinct * (2.0 * w13_bytes + w2_bytes) +
+                                 4.0 * (static_cast<double>(tokens) * D + 2.0 * pairs * I) +
+                                 4.0 * (static_cast<double>(pairs) * I + static_cast<double>(pairs) * D);
+                distinct_sum += distinct;
+            }
+            Buffer dids(ids.size() * 4);
+            upload(dids, ids.data(), ids.size() * 4);
+            double bytes_sum = 0.0;
+            for (double b : step_bytes) bytes_sum += b;
+            Stream s;
+            for (const bool fused : {true, false}) {
+                const Result r = measure(kSteps, s, [&](int i, const Stream& st) {
+                    const int step = i % kSteps;
+                    const int32_t* step_ids = dids.as<int32_t>() + static_cast<size_t>(step) * tokens * kTopK;
+                    MoeGemvRouted up;
+                    up.ids = step_ids;
+                    up.tokens = tokens;
+                    up.top_k = kTopK;
+                    up.x = a.as<float>();
+                    up.x_token_stride = D;
+                    if (fused) {
+                        up.matrices = 2;
+                        up.stack[0] = stack1.as<uint8_t>();
+                        up.stack[1] = stack3.as<uint8_t>();
+                        up.y[0] = g1.as<float>();
+                        up.y[1] = g3.as<float>();
+                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                    } else {
+                        up.stack[0] = stack1.as<uint8_t>();
+                        up.y[0] = g1.as<float>();
+                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                        up.stack[0] = stack3.as<uint8_t>();
+                        up.y[0] = g3.as<float>();
+                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                    }
+                    swiglu(g1.as<float>(), g3.as<float>(), static_cast<long long>(tokens) * kTopK * I, 10.0f,
+                           g1.as<float>(), st.handle());
+                    MoeGemvRouted down;
+                    down.ids = step_ids;
+                    down.tokens = tokens;
+                    down.top_k = kTopK;
+                    down.stack[0] = stack2.as<uint8_t>();
+                    down.y[0] = routed.as<float>();
+                    down.x = g1.as<float>();
+                    down.x_token_stride = static_cast<long long>(kTopK) * I;
+                    down.x_slot_stride = I;
+                    moe_gemv_routed(down, D, I, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                });
+                // Steps cycle through the id sets evenly, so mean bytes per step over the mean time.
+                const double rate_l = bytes_sum / kSteps / r.graph_s;
+                const double weights_per_s = distinct_sum / kSteps * 3.0 * D * I / r.graph_s;
+                std::printf("layer tokens %d %-22s distinct experts %.2f, %.2f MB/step, %8.2f us/step, %.3f TB/s "
+                            "(%.1f%%), %.2f T weights/s\n",
+                            tokens, fused ? "w1+w3 fused (forward)" : "w1, w3 separate", distinct_sum / kSteps,
+                            bytes_sum / kSteps / 1e6, r.graph_s * 1e6, rate_l / 1e12, 100.0 * rate_l / ceiling,
+                            weights_per_s / 1e12);
+                if (fused) layer_rate[tokens > 1] = rate_l;
+            }
+        }
+
         const int d = default_variant;
-        std::printf("figure: moe_gemv (default tuning: %s), w1/w3 + w2 (sum bytes / sum time, graph replay): "
-                    "6 experts per launch batch 1 %.3f TB/s, batch 4 %.3f TB/s; 1 expert batch 1 %.3f TB/s, "
-                    "batch 4 %.3f TB/s\n",
-                    variants[d].name, rate(d, 1, 0) / 1e12, rate(d, 1, 1) / 1e12, rate(d, 0, 0) / 1e12,
-                    rate(d, 0, 1) / 1e12);
+        std::printf("figure: moe_gemv, the forward's per-layer pattern (w1+w3 launch, SwiGLU, w2 launch; graph replay): "
+                    "1 token %.3f TB/s, 4 tokens %.3f TB/s; per launch (default %s, 6 experts, w1/w3 + w2): batch 1 "
+                    "%.3f TB/s, batch 4 %.3f TB/s; 1 expert batch 1 %.3f TB/s, batch 4 %.3f TB/s\n",
+                    layer_rate[0] / 1e12, layer_rate[1] / 1e12, variants[d].name, rate(d, 1, 0) / 1e12,
+                    rate(d, 1, 1) / 1e12, rate(d, 0, 0) / 1e12, rate(d, 0, 1) / 1e12);
         std::printf("bound: HBM read ceiling measured in this run: %.3f TB/s\n", ceiling / 1e12);
-        std::printf("ratio: 6 experts batch 1 %.1f%%, batch 4 %.1f%%; 1 expert batch 1 %.1f%%, batch 4 %.1f%% of "
-                    "the ceiling (goal >= 80%%)\n",
-                    100.0 * rate(d, 1, 0) / ceiling, 100.0 * rate(d, 1, 1) / ceiling, 100.0 * rate(d, 0, 0) / ceiling,
-                    100.0 * rate(d, 0, 1) / ceiling);
+        std::printf("ratio: per layer 1 token %.1f%%, 4 tokens %.1f%%; per launch 6 experts batch 1 %.1f%%, batch 4 "
+                    "%.1f%%; 1 expert batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n",
+                    100.0 * layer_rate[0] / ceiling, 100.0 * layer_rate[1] / ceiling, 100.0 * rate(d, 1, 0) / ceiling,
+                    100.0 * rate(d, 1, 1) / ceiling, 100.0 * rate(d, 0, 0) / ceiling, 100.0 * rate(d, 0, 1) / ceiling);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "moe_gemv_bench: %s\n", e.what());

@@ -31,8 +31,9 @@ AFF_DEVICE_TEST("fp8_gemv") {
             aff::gpu::Buffer dx = to_device(x);
             const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
                                       " batch " + std::to_string(batch);
-            const aff::gpu::Fp8GemvTuning tunings[] = {{8, false, false}, {8, true, false}, {4, false, false},
-                                                       {4, true, false}, {8, false, true}};
+            const aff::gpu::Fp8GemvTuning tunings[] = {{8, false, false, 2}, {8, true, false, 2}, {4, false, false, 2},
+                                                       {4, true, false, 2}, {8, false, true, 2}, {8, true, false, 3},
+                                                       {8, true, false, 4}};
             for (const aff::gpu::Fp8GemvTuning& t : tunings) {
                 aff::gpu::Buffer dy = poisoned(want.size());
                 aff::gpu::Stream s;
@@ -40,7 +41,8 @@ AFF_DEVICE_TEST("fp8_gemv") {
                                          dy.as<float>(), t, s.handle());
                 s.synchronize();
                 const std::string tuning = " rows " + std::to_string(t.rows_per_group) +
-                                           (t.dependent_launch ? " dep" : "") + (t.portable_decode ? " portable" : "");
+                                           (t.dependent_launch ? " dep" : "") + (t.portable_decode ? " portable" : "") +
+                                           (t.min_blocks != 2 ? " min_blocks " + std::to_string(t.min_blocks) : "");
                 add(rows, "fp8_gemv", shape + tuning, nmse(to_host<float>(dy, want.size()), want),
                     aff::gpu::fp8_gemv_max_nmse);
             }
@@ -72,7 +74,7 @@ AFF_DEVICE_TEST("fp8_gemv chain") {
     for (const int rows_per_group : {8, 4}) {
         aff::gpu::Buffer dy1 = poisoned(y1.size()), dy2 = poisoned(want.size());
         aff::gpu::Stream s;
-        const aff::gpu::Fp8GemvTuning t{rows_per_group, true, false};
+        const aff::gpu::Fp8GemvTuning t{rows_per_group, true, false, 2};
         for (int rep = 0; rep < 20; ++rep) {  // repeated: a missing wait shows up as a race
             s.fill(dy1.data(), 0xff, y1.size() * sizeof(float));
             aff::gpu::fp8_gemv_tuned(dw1.as<uint8_t>(), ds1.as<uint8_t>(), n1, k1, dx.as<float>(), batch, dy1.as<float>(),

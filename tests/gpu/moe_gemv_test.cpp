@@ -1,7 +1,9 @@
 // Device test: kernels/moe_gemv.hip against its CPU twin (the format's reference decoder +
 // a double dot) at the V4-Flash expert shapes, batch 1–4, 6 experts per launch and one,
 // several grid sizes (one work item per warp, and many, which runs the prefetch path), plain
-// and dependent launch; and the kernel's window decoder (tq2875_dequantize) against
+// and dependent launch; the routed entry (moe_gemv_routed) for 1–4 tokens with experts shared
+// between tokens, one and two matrices a launch, both input layouts of the forward, and
+// per-expert TQ2875R flags choosing the rotated input; and the kernel's window decoder (tq2875_dequantize) against
 // aff::quant::decode_block bit for bit, with the built-in codebook and a random one (fp16
 // subnormals included). Random blocks include zero-scale blocks and blocks whose windows are
 // all 0 or all 4095 (both ends of the window).
@@ -13,6 +15,7 @@
 #include "aff/quant/trellis.hpp"
 #include "kernels/moe_gemv.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace aff::gpu::test;
@@ -49,7 +52,7 @@ AFF_DEVICE_TEST("moe_gemv") {
     aff::gpu::Buffer dcb = codebook_on_device(cb);
     struct Shape { const char* name; int n, k; };
     constexpr int kExperts = 6;
-    for (const Shape sh : {Shape{"w1/w3", 2048, 4096}, Shape{"w2", 4096, 2048}, Shape{"small", 6, 1024}}) {
+    for (const Shape sh : {Shape{"w1/w3", 2048, 4096}, Shape{"w2", 4096, 2048}, Shape{"small", 12, 1024}}) {
         std::vector<std::vector<uint8_t>> w;
         std::vector<aff::gpu::Buffer> dw;
         for (int e = 0; e < kExperts; ++e) {
@@ -67,7 +70,7 @@ AFF_DEVICE_TEST("moe_gemv") {
             }
             const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
                                       " batch " + std::to_string(batch);
-            const aff::gpu::MoeGemvTuning tunings[] = {{264, true}, {264, false}, {7, true}};
+            const aff::gpu::MoeGemvTuning tunings[] = {{528, true}, {528, false}, {7, true}};
             for (const aff::gpu::MoeGemvTuning& t : tunings) {
                 for (const int count : {kExperts, 1}) {
                     std::vector<aff::gpu::Buffer> dy;
@@ -88,6 +91,97 @@ AFF_DEVICE_TEST("moe_gemv") {
                     const std::string tuning = " experts " + std::to_string(count) + " blocks " +
                                                std::to_string(t.target_blocks) + (t.dependent_launch ? " dep" : "");
                     add(rows, "moe_gemv", shape + tuning, nmse(got_all, want_all), aff::gpu::moe_gemv_max_nmse);
+                }
+            }
+        }
+    }
+}
+
+AFF_DEVICE_TEST("moe_gemv routed") {
+    const aff::quant::Codebook& cb = aff::quant::Codebook::builtin();
+    aff::gpu::Buffer dcb = codebook_on_device(cb);
+    constexpr int kExperts = 10, kTopK = 6;
+    struct Shape { int n, k; };
+    for (const Shape sh : {Shape{256, 2048}, Shape{128, 1024}}) {
+        const size_t expert_bytes = static_cast<size_t>(sh.n) * (sh.k / 256) * aff::quant::kBlockBytes;
+        std::vector<uint8_t> stacks[2];
+        aff::gpu::Buffer dstacks[2];
+        for (int m = 0; m < 2; ++m) {
+            stacks[m] = random_blocks(sh.n * kExperts, sh.k);
+            dstacks[m] = to_device(stacks[m]);
+        }
+        for (int tokens = 1; tokens <= aff::gpu::kMoeGemvMaxBatch; ++tokens) {
+            const int pairs = tokens * kTopK;
+            // Distinct experts per token out of 10, so tokens share some; with tokens == 3 every
+            // token picks the same six (each expert serves all three tokens).
+            std::vector<int32_t> ids(pairs);
+            std::vector<int> order(kExperts);
+            for (int t = 0; t < tokens; ++t) {
+                for (int e = 0; e < kExperts; ++e) order[e] = e;
+                if (tokens != 3) std::shuffle(order.begin(), order.end(), rng());
+                for (int s = 0; s < kTopK; ++s) ids[t * kTopK + s] = order[s];
+            }
+            aff::gpu::Buffer dids = to_device(ids);
+            // Per-expert TQ2875R flags (about half the experts): a flagged expert reads x_rotated.
+            std::vector<uint8_t> flags(kExperts);
+            for (uint8_t& f : flags) f = static_cast<uint8_t>(rng()() & 1u);
+            aff::gpu::Buffer dflags = to_device(flags);
+            for (const int matrices : {2, 1, 0}) {  // 0: one matrix with rotated experts
+                for (const bool per_pair_input : {false, true}) {
+                    // per_pair_input: every pair has its own input (w2 after the SwiGLU), else a
+                    // token's experts share its input (w1/w3).
+                    const bool rotated = matrices == 0;
+                    const size_t inputs = static_cast<size_t>(per_pair_input ? pairs : tokens) * sh.k;
+                    const std::vector<float> x = normal(inputs), x_rot = normal(inputs);
+                    aff::gpu::Buffer dx = to_device(x), dx_rot = to_device(x_rot);
+                    std::vector<float> want[2];
+                    aff::gpu::Buffer dy[2];
+                    aff::gpu::MoeGemvRouted r;
+                    r.ids = dids.as<int32_t>();
+                    r.tokens = tokens;
+                    r.top_k = kTopK;
+                    r.matrices = rotated ? 1 : matrices;
+                    r.x = dx.as<float>();
+                    if (rotated) {
+                        r.rotated = dflags.as<uint8_t>();
+                        r.x_rotated = dx_rot.as<float>();
+                    }
+                    r.x_token_stride = static_cast<long long>(per_pair_input ? kTopK : 1) * sh.k;
+                    r.x_slot_stride = per_pair_input ? sh.k : 0;
+                    for (int m = 0; m < r.matrices; ++m) {
+                        want[m].resize(static_cast<size_t>(pairs) * sh.n);
+                        for (int j = 0; j < pairs; ++j) {
+                            const std::vector<float>& xin = rotated && flags[ids[j]] ? x_rot : x;
+                            const float* xj = xin.data() + (per_pair_input ? static_cast<size_t>(j) : j / kTopK) * sh.k;
+                            aff::cpu::moe_gemv(stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1,
+                                               want[m].data() + static_cast<size_t>(j) * sh.n);
+                        }
+                        dy[m] = poisoned(want[m].size());
+                        r.stack[m] = dstacks[m].as<uint8_t>();
+                        r.y[m] = dy[m].as<float>();
+                    }
+                    for (const aff::gpu::MoeGemvTuning t : {aff::gpu::MoeGemvTuning{528, true}, aff::gpu::MoeGemvTuning{5, false}}) {
+                        for (int m = 0; m < r.matrices; ++m) {
+                            aff::gpu::Stream s;
+                            s.fill(dy[m].data(), 0xff, want[m].size() * 4);  // NaN again before each launch
+                            s.synchronize();
+                        }
+                        aff::gpu::Stream s;
+                        aff::gpu::moe_gemv_routed(r, sh.n, sh.k, dcb.as<uint16_t>(), t, s.handle());
+                        s.synchronize();
+                        std::vector<float> got_all, want_all;
+                        for (int m = 0; m < r.matrices; ++m) {
+                            const std::vector<float> got = to_host<float>(dy[m], want[m].size());
+                            got_all.insert(got_all.end(), got.begin(), got.end());
+                            want_all.insert(want_all.end(), want[m].begin(), want[m].end());
+                        }
+                        add(rows, "moe_gemv",
+                            "routed " + std::to_string(sh.n) + "x" + std::to_string(sh.k) + " tokens " +
+                                std::to_string(tokens) + (rotated ? " rotated experts" : " matrices " + std::to_string(matrices)) +
+                                (per_pair_input ? " per-pair input" : " per-token input") + " blocks " +
+                                std::to_string(t.target_blocks) + (t.dependent_launch ? " dep" : ""),
+                            nmse(got_all, want_all), aff::gpu::moe_gemv_max_nmse);
+                    }
                 }
             }
         }
