@@ -50,10 +50,10 @@ __device__ inline void decode4(uint32_t u, float (&f)[4]) {
     }
 }
 
-template <int B, int kRows, bool kHw, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <int B, int kRows, bool kHw>
+__global__ void __launch_bounds__(kThreads, 2)
     fp8_gemv_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scales, int n, int k,
-                    const float* __restrict__ x, float* __restrict__ y, int tpr_log2) {
+                    const float* __restrict__ x, float* __restrict__ y, int tpr_log2, Fp8GemvLayout layout) {
     constexpr int V = pow2_at_least(B * kRows);
     __shared__ float red[kThreads / kWarp][V];
     dev::launch_dependents();  // the next kernel may start its own weight loads
@@ -68,6 +68,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     for (int i = 0; i < V; ++i) acc[i] = 0.0f;
 
     if (row0 < n) {
+        // The row group's input: rows of x group (row0 / group_rows) start x_group_stride apart.
+        x += static_cast<long long>(row0 / layout.group_rows) * layout.x_group_stride;
         const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<size_t>(row0) * k);
         const uint8_t* srow = scales + static_cast<size_t>(row0 / 128) * (k / 128);
         const size_t row_step = static_cast<size_t>(chunks);  // uint4s per row
@@ -82,7 +84,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                 float xs[B][4];
 #pragma unroll
                 for (int b = 0; b < B; ++b) {
-                    const float4 t = dev::ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * k) + c * 4 + q);
+                    const float4 t = dev::ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * layout.ldx) + c * 4 + q);
                     xs[b][0] = t.x * s;
                     xs[b][1] = t.y * s;
                     xs[b][2] = t.z * s;
@@ -113,13 +115,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         float sum = 0.0f;
         for (int i = 0; i < warps_per_group; ++i) sum += red[group * warps_per_group + i][gt];
         const int b = gt / kRows, r = gt % kRows;
-        y[static_cast<size_t>(b) * n + row0 + r] = sum;
+        y[static_cast<size_t>(b) * layout.ldy + row0 + r] = sum;
     }
 }
 
-template <int kRows, bool kHw, int kMinBlocks = 2>
+template <int kRows, bool kHw>
 void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-                     bool dependent, hipStream_t stream) {
+                     const Fp8GemvLayout& layout, bool dependent, hipStream_t stream) {
     const int chunks = k / 16;
     int tpr = kWarp;
     while (tpr * 2 <= chunks && tpr < kThreads) tpr *= 2;
@@ -138,18 +140,18 @@ void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, cons
             attribute.val.programmaticStreamSerializationAllowed = 1;
             config.attrs = &attribute;
             config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, w, scales, n, k, x, y, tpr_log2));
+            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, w, scales, n, k, x, y, tpr_log2, layout));
             return;
         }
 #endif
-        kernel<<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2);
+        kernel<<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2, layout);
         AFF_GPU_CHECK(hipGetLastError());
     };
     switch (batch) {
-        case 1: go(fp8_gemv_kernel<1, kRows, kHw, kMinBlocks>); break;
-        case 2: go(fp8_gemv_kernel<2, kRows, kHw, kMinBlocks>); break;
-        case 3: go(fp8_gemv_kernel<3, kRows, kHw, kMinBlocks>); break;
-        default: go(fp8_gemv_kernel<4, kRows, kHw, kMinBlocks>); break;
+        case 1: go(fp8_gemv_kernel<1, kRows, kHw>); break;
+        case 2: go(fp8_gemv_kernel<2, kRows, kHw>); break;
+        case 3: go(fp8_gemv_kernel<3, kRows, kHw>); break;
+        default: go(fp8_gemv_kernel<4, kRows, kHw>); break;
     }
 }
 
@@ -161,30 +163,38 @@ constexpr bool kHardwareDecode = false;
 
 }  // namespace
 
-void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-                    const Fp8GemvTuning& t, void* stream) {
+void fp8_gemv_layout(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                     const Fp8GemvLayout& given, const Fp8GemvTuning& t, void* stream) {
     if (k <= 0 || k % 128 != 0) throw_argument("fp8_gemv", "k must be a positive multiple of 128");
     if (t.rows_per_group != 4 && t.rows_per_group != 8) throw_argument("fp8_gemv", "rows_per_group must be 4 or 8");
     if (n <= 0 || n % t.rows_per_group != 0) throw_argument("fp8_gemv", "n must be a positive multiple of rows_per_group");
     if (batch < 1 || batch > kFp8GemvMaxBatch) throw_argument("fp8_gemv", "batch must be 1..4");
+    Fp8GemvLayout layout = given;
+    if (layout.ldx == 0) layout.ldx = k;
+    if (layout.ldy == 0) layout.ldy = n;
+    if (layout.group_rows == 0) layout.group_rows = n;
+    if (layout.ldx < k || layout.ldx % 4 != 0) throw_argument("fp8_gemv", "ldx must be a multiple of 4 and at least k");
+    if (layout.ldy < n) throw_argument("fp8_gemv", "ldy must be at least n");
+    if (layout.group_rows % t.rows_per_group != 0 || layout.x_group_stride % 4 != 0)
+        throw_argument("fp8_gemv", "group_rows must be a multiple of rows_per_group, x_group_stride of 4");
     const auto s = static_cast<hipStream_t>(stream);
     if (t.portable_decode) {
         if (t.rows_per_group != 8) throw_argument("fp8_gemv", "the portable decoder is built for 8 rows per group");
 #if defined(AFF_GPU_IS_CUDA)
-        launch_fp8_gemv<8, false>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        launch_fp8_gemv<8, false>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
 #else
-        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
 #endif
-    } else if (t.min_blocks != 2) {
-        if (t.rows_per_group != 8) throw_argument("fp8_gemv", "min_blocks 3 or 4 is built for 8 rows per group");
-        if (t.min_blocks == 3) launch_fp8_gemv<8, kHardwareDecode, 3>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
-        else if (t.min_blocks == 4) launch_fp8_gemv<8, kHardwareDecode, 4>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
-        else throw_argument("fp8_gemv", "min_blocks must be 2, 3 or 4");
     } else if (t.rows_per_group == 8) {
-        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
     } else {
-        launch_fp8_gemv<4, kHardwareDecode>(w, scales, n, k, x, batch, y, t.dependent_launch, s);
+        launch_fp8_gemv<4, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
     }
+}
+
+void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                    const Fp8GemvTuning& t, void* stream) {
+    fp8_gemv_layout(w, scales, n, k, x, batch, y, Fp8GemvLayout{}, t, stream);
 }
 
 void fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,

@@ -17,18 +17,14 @@ inline constexpr int kFp8GemvMaxBatch = 4;
 // before waiting for it, so w and scales must not be written by the kernels just before it;
 // x is read and y written only after the wait. portable_decode: the integer FP8 decoder that
 // AMD builds use, instead of the hardware conversion (8 rows per group only).
-// min_blocks: thread blocks per multiprocessor the kernel is compiled for (2, 3 or 4; 3 and
-// 4 only with 8 rows and the hardware decoder): more blocks cap the registers lower
-// (128 / 85 / 64) for more loads in flight per multiprocessor.
 struct Fp8GemvTuning {
     int rows_per_group = 8;   // 4 or 8
     bool dependent_launch = false;
     bool portable_decode = false;
-    int min_blocks = 2;
 };
 // Measured best on the H200 (2026-11-29): 8 rows, dependent launch (65 % / 42 % of the read
 // ceiling at batch 1 / 4, against 53 % / 37 % without the dependent launch).
-inline constexpr Fp8GemvTuning kFp8GemvDefault{8, true, false, 2};
+inline constexpr Fp8GemvTuning kFp8GemvDefault{8, true, false};
 
 // y[b][r] = Σ_c e4m3(w[r][c]) · 2^(scales[r/128][c/128] − 127) · x[b][c] for b < batch,
 // r < n, c < k. w is [n][k] bytes, scales [ceil(n/128)][k/128] bytes, x [batch][k],
@@ -38,6 +34,21 @@ void fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float
               void* stream);
 void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
                     const Fp8GemvTuning& tuning, void* stream);
+
+// Where a launch's inputs and outputs lie when they are not dense [batch][k] / [batch][n]:
+// token b's input row starts at x + b·ldx and its output at y + b·ldy (0: k and n). Rows
+// form groups of group_rows (0: all n rows, one group) and row group g reads its input
+// x_group_stride floats further: one launch then covers the forward's grouped wo_a (each
+// of G groups of rows multiplies its own slice of the attention output). group_rows must be a
+// multiple of rows_per_group; ldx and x_group_stride multiples of 4, x 16-byte aligned.
+struct Fp8GemvLayout {
+    int ldx = 0;
+    int ldy = 0;
+    int group_rows = 0;
+    long long x_group_stride = 0;
+};
+void fp8_gemv_layout(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
+                     const Fp8GemvLayout& layout, const Fp8GemvTuning& tuning, void* stream);
 
 // Same products, fp32 partial sums in another order (the CPU twin sums in double).
 inline constexpr double fp8_gemv_max_nmse = 1e-9;

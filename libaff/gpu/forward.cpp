@@ -675,14 +675,14 @@ struct GpuModel::Impl {
         const std::uint8_t* sc = at<std::uint8_t>(l.scale_offset) + std::size_t(row0 / 128) * (l.cols / 128);
         if (use_gemm(batch) && fp8_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
             fp8_gemm(w, sc, rows, l.cols, xin, ldx, batch, yout, ldy, s);
-        } else if (ldx == l.cols && ldy == rows) {
-            for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
-                fp8_gemv(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
-                         yout + std::size_t(b) * ldy, s);
-        } else {
-            for (int b = 0; b < batch; ++b)
-                fp8_gemv(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, 1, yout + std::size_t(b) * ldy, s);
+            return;
         }
+        Fp8GemvLayout layout;
+        layout.ldx = ldx;
+        layout.ldy = ldy;
+        for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
+            fp8_gemv_layout(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
+                            yout + std::size_t(b) * ldy, layout, kFp8GemvDefault, s);
     }
 
     HcConfig hc_config() const {
@@ -808,8 +808,21 @@ struct GpuModel::Impl {
         // Grouped low-rank output projection, then wo_b.
         mark("attention output projections");
         const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
-        for (int g = 0; g < G; ++g)
-            apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
+        if (r.wo_a.fp8 && Ro % 8 == 0 && !use_gemm(n)) {
+            // All G groups in one launch: row group g reads its slice of o (fp8_gemv_layout).
+            Fp8GemvLayout layout;
+            layout.ldx = H * Dh;
+            layout.ldy = G * Ro;
+            layout.group_rows = Ro;
+            layout.x_group_stride = group_in;
+            for (int b = 0; b < n; b += kFp8GemvMaxBatch)
+                fp8_gemv_layout(at<std::uint8_t>(r.wo_a.w_offset), at<std::uint8_t>(r.wo_a.scale_offset), G * Ro,
+                                r.wo_a.cols, o + std::size_t(b) * H * Dh, std::min(kFp8GemvMaxBatch, n - b),
+                                z + std::size_t(b) * G * Ro, layout, kFp8GemvDefault, stream.handle());
+        } else {
+            for (int g = 0; g < G; ++g)
+                apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
+        }
         apply(r.wo_b, z, G * Ro, n, f, D);
     }
 

@@ -40,15 +40,15 @@
 // multiplies the very values the CPU reference does and the comparison stays tight.
 // Routed experts of a source that offers its codebook-stored bytes (CodebookExperts: a
 // quantised container's ContainerExpertSource) stay at 2.875 bits a weight on the device and
-// go through moe_gemv (job lists built on the device from the router's ids) when moe_gemv
-// takes the shape (k % 1024 == 0, k <= 4096: V4-Flash's 4096/2048). TQ2875R matrices, stored
-// as W Hᵀ, get H x: kernels/hadamard rotates the layer's input once per token for w1/w3 and
-// each job's SwiGLU row for w2 (in layers with a rotated expert), and the job builder points
-// a rotated expert's jobs at the rotated copy. Any other ExpertSource (small shapes,
-// unquantised container experts) is read through its matvec at load into the dense stacks,
-// for small models only.
-// Not yet: MTP, batched prefill of several sequences, several GPUs; experts shared by
-// sequences of a batch are read once per sequence.
+// go through moe_gemv_routed (it reads the router's ids on the device; w1 and w3 in one
+// launch; each distinct expert decoded once for all the tokens of a launch that chose it)
+// when moe_gemv takes the shape (k % 1024 == 0, k <= 4096: V4-Flash's 4096/2048). TQ2875R
+// matrices, stored as W Hᵀ, get H x: kernels/hadamard rotates the layer's input once per
+// token for w1/w3 and each pair's SwiGLU row for w2 (in layers with a rotated expert; w1 and
+// w3 then run as two launches), and the kernel reads the rotated copy for a flagged expert.
+// Any other ExpertSource (small shapes, unquantised container experts) is read through its
+// matvec at load into the dense stacks, for small models only.
+// Not yet: MTP, batched prefill of several sequences, several GPUs.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 

@@ -1,11 +1,14 @@
 // Device test: kernels/fp8_gemv.hip in every tuning (8 or 4 rows per group, plain or
 // dependent launch, hardware or portable FP8 decoder) against the CPU twin at V4-Flash
 // projection shapes, batch 1–4, random FP8 bytes (NaN codes excluded) and E8M0 block scales;
-// and a chain of two dependent launches where the second reads what the first wrote.
+// a chain of two dependent launches where the second reads what the first wrote; and the
+// strided, grouped layout (fp8_gemv_layout) the forward's wo_a uses.
 #include "device_test.hpp"
 
 #include "aff/gpu/reference/fp8_gemv.hpp"
 #include "kernels/fp8_gemv.hpp"
+
+#include <algorithm>
 
 using namespace aff::gpu::test;
 
@@ -31,9 +34,8 @@ AFF_DEVICE_TEST("fp8_gemv") {
             aff::gpu::Buffer dx = to_device(x);
             const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
                                       " batch " + std::to_string(batch);
-            const aff::gpu::Fp8GemvTuning tunings[] = {{8, false, false, 2}, {8, true, false, 2}, {4, false, false, 2},
-                                                       {4, true, false, 2}, {8, false, true, 2}, {8, true, false, 3},
-                                                       {8, true, false, 4}};
+            const aff::gpu::Fp8GemvTuning tunings[] = {{8, false, false}, {8, true, false}, {4, false, false},
+                                                       {4, true, false}, {8, false, true}};
             for (const aff::gpu::Fp8GemvTuning& t : tunings) {
                 aff::gpu::Buffer dy = poisoned(want.size());
                 aff::gpu::Stream s;
@@ -41,8 +43,7 @@ AFF_DEVICE_TEST("fp8_gemv") {
                                          dy.as<float>(), t, s.handle());
                 s.synchronize();
                 const std::string tuning = " rows " + std::to_string(t.rows_per_group) +
-                                           (t.dependent_launch ? " dep" : "") + (t.portable_decode ? " portable" : "") +
-                                           (t.min_blocks != 2 ? " min_blocks " + std::to_string(t.min_blocks) : "");
+                                           (t.dependent_launch ? " dep" : "") + (t.portable_decode ? " portable" : "");
                 add(rows, "fp8_gemv", shape + tuning, nmse(to_host<float>(dy, want.size()), want),
                     aff::gpu::fp8_gemv_max_nmse);
             }
@@ -74,7 +75,7 @@ AFF_DEVICE_TEST("fp8_gemv chain") {
     for (const int rows_per_group : {8, 4}) {
         aff::gpu::Buffer dy1 = poisoned(y1.size()), dy2 = poisoned(want.size());
         aff::gpu::Stream s;
-        const aff::gpu::Fp8GemvTuning t{rows_per_group, true, false, 2};
+        const aff::gpu::Fp8GemvTuning t{rows_per_group, true, false};
         for (int rep = 0; rep < 20; ++rep) {  // repeated: a missing wait shows up as a race
             s.fill(dy1.data(), 0xff, y1.size() * sizeof(float));
             aff::gpu::fp8_gemv_tuned(dw1.as<uint8_t>(), ds1.as<uint8_t>(), n1, k1, dx.as<float>(), batch, dy1.as<float>(),
@@ -85,5 +86,63 @@ AFF_DEVICE_TEST("fp8_gemv chain") {
         s.synchronize();
         add(rows, "fp8_gemv", "dependent chain 1024→4096→2048 batch 4 rows " + std::to_string(rows_per_group),
             nmse(to_host<float>(dy2, want.size()), want), aff::gpu::fp8_gemv_max_nmse);
+    }
+}
+
+AFF_DEVICE_TEST("fp8_gemv layout") {
+    // The forward's grouped wo_a in one launch: G groups of Ro rows, token rows ldx apart in x,
+    // group g reading x at g·group_in, outputs ldy apart; against the twin per group and token.
+    struct Case { int groups, group_rows, group_in, batch, pad; };
+    for (const Case cs : {Case{8, 1024, 4096, 1, 0}, Case{8, 256, 1024, 4, 0}, Case{2, 64, 256, 3, 8}, Case{1, 136, 512, 2, 12}}) {
+        const int n = cs.groups * cs.group_rows, k = cs.group_in;
+        const int ldx = cs.groups * cs.group_in + cs.pad, ldy = n + cs.pad;
+        std::vector<uint8_t> w(static_cast<size_t>(n) * k);
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (uint8_t& b : w) {
+            b = static_cast<uint8_t>(byte(rng()));
+            if ((b & 0x7f) == 0x7f) b ^= 1;
+        }
+        std::vector<uint8_t> scales(static_cast<size_t>((n + 127) / 128) * (k / 128));
+        std::uniform_int_distribution<int> exponent(112, 130);
+        for (uint8_t& s : scales) s = static_cast<uint8_t>(exponent(rng()));
+        const std::vector<float> x = normal(static_cast<size_t>(cs.batch) * ldx);
+        // Twin: each (token, group) as its own product over the group's rows and input slice.
+        std::vector<float> want(static_cast<size_t>(cs.batch) * ldy, 0.0f), part(cs.group_rows);
+        std::vector<uint8_t> wg(static_cast<size_t>(cs.group_rows) * k), sg;
+        for (int g = 0; g < cs.groups; ++g) {
+            std::copy(w.begin() + static_cast<size_t>(g) * cs.group_rows * k,
+                      w.begin() + static_cast<size_t>(g + 1) * cs.group_rows * k, wg.begin());
+            sg.clear();
+            for (int r = 0; r < cs.group_rows; r += 128) {  // the scale rows the twin reads for local rows
+                const int row = g * cs.group_rows + r;
+                sg.insert(sg.end(), scales.begin() + static_cast<size_t>(row / 128) * (k / 128),
+                          scales.begin() + static_cast<size_t>(row / 128 + 1) * (k / 128));
+            }
+            for (int b = 0; b < cs.batch; ++b) {
+                aff::cpu::fp8_gemv(wg.data(), sg.data(), cs.group_rows, k,
+                                   x.data() + static_cast<size_t>(b) * ldx + static_cast<size_t>(g) * cs.group_in, 1,
+                                   part.data());
+                std::copy(part.begin(), part.end(), want.begin() + static_cast<size_t>(b) * ldy + g * cs.group_rows);
+            }
+        }
+        aff::gpu::Buffer dw = to_device(w), ds = to_device(scales), dx = to_device(x);
+        aff::gpu::Fp8GemvLayout layout;
+        layout.ldx = ldx;
+        layout.ldy = ldy;
+        layout.group_rows = cs.group_rows;
+        layout.x_group_stride = cs.group_in;
+        for (const int rows_per_group : {8, 4}) {
+            aff::gpu::Buffer dy(want.size() * sizeof(float));
+            aff::gpu::Stream s;
+            s.fill(dy.data(), 0, want.size() * sizeof(float));  // padding must stay 0; a missed row fails as 0
+            aff::gpu::fp8_gemv_layout(dw.as<uint8_t>(), ds.as<uint8_t>(), n, k, dx.as<float>(), cs.batch, dy.as<float>(),
+                                      layout, aff::gpu::Fp8GemvTuning{rows_per_group, true, false}, s.handle());
+            s.synchronize();
+            add(rows, "fp8_gemv",
+                "layout " + std::to_string(cs.groups) + " groups of " + std::to_string(cs.group_rows) + "x" +
+                    std::to_string(k) + " batch " + std::to_string(cs.batch) + " pad " + std::to_string(cs.pad) +
+                    " rows " + std::to_string(rows_per_group),
+                nmse(to_host<float>(dy, want.size()), want), aff::gpu::fp8_gemv_max_nmse);
+        }
     }
 }
