@@ -18,8 +18,8 @@
 //   Decode (one token for each of 1..4 sequences, GpuModel::decode; forward with one token
 //        too): the step's launches are captured once per set of sequences into a CUDA/HIP
 //        graph (libaff/gpu/device.hpp, Graph) and replayed; what changes between steps (token
-//        ids, positions, hence ring slots and visible entries, the routed experts and their
-//        moe_gemv job lists, built on the device by kernels/moe_jobs) is read by the kernels
+//        ids, positions, hence ring slots and visible entries, the routed experts, which
+//        moe_gemv_routed reads from the router's output on the device) is read by the kernels
 //        from device memory. GpuOptions::graphs = false issues the same launches one by one
 //        (same logits bit for bit: tests/gpu/decode_test.cpp). Projections, norms, mHC and
 //        experts take the sequences as one batch; compressors, indexer and attention run per
