@@ -46,11 +46,6 @@ constexpr double kMaxAbs = 1e-3;    // logits are O(1); measured 1.6e-6 .. 4.6e-
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-std::string test_data() {
-    const char* env = std::getenv("AFF_TEST_DATA");
-    return env && *env ? env : AFF_TEST_DATA;
-}
-
 // The wide geometry: moe_gemv takes D = I = 1024.
 constexpr int V = 512, D = 1024, L = 3, H = 4, Dh = 128, Dr = 64, Rq = 128, G = 2, Ro = 64, W = 16;
 constexpr int IH = 4, IDh = 128, E = 4, K = 2, I = 1024, HC = 4;
@@ -251,7 +246,9 @@ std::string compare_container(const std::string& name, const std::string& path, 
     aff::ThreadPool pool(0);
     auto cpu = aff::Model::load(path, pool);
     const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
-    aff::gpu::GpuModel gpu(*cpu, &reader, {});
+    aff::gpu::GpuOptions opt;
+    opt.gemm_min_tokens = 0;  // GEMVs only: the exact path, held to the tight bounds (aff-gpucheck checks the GEMMs)
+    aff::gpu::GpuModel gpu(*cpu, &reader, opt);
     const std::string described = gpu.describe();
     std::printf("container %s: %s\n", name.c_str(), described.c_str());
     const int Vv = cpu->config().vocab_size;

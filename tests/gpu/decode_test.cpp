@@ -32,11 +32,6 @@ constexpr double kBatchMaxNmse = 1e-12;   // batched GEMVs may sum in another or
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-std::string test_data() {
-    const char* env = std::getenv("AFF_TEST_DATA");
-    return env && *env ? env : AFF_TEST_DATA;
-}
-
 std::vector<std::int32_t> random_tokens(int n, int vocab) {
     std::uniform_int_distribution<int> tok(0, vocab - 1);
     std::vector<std::int32_t> v(n);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -61,6 +62,12 @@ inline double max_rel(const std::vector<float>& got, const std::vector<float>& w
 
 inline void add(std::vector<Row>& rows, std::string family, std::string check, double value, double bound) {
     rows.push_back({std::move(family), std::move(check), value, bound, value <= bound});
+}
+
+// tests/data: $AFF_TEST_DATA when set (a binary carried to another machine), else the source tree's.
+inline std::string test_data() {
+    const char* env = std::getenv("AFF_TEST_DATA");
+    return env && *env ? env : AFF_TEST_DATA;
 }
 
 inline std::mt19937& rng() {

@@ -52,12 +52,6 @@ constexpr double kGemmMaxArgmaxMismatch = 0.1;
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-// tests/data: $AFF_TEST_DATA when set (a binary carried to another machine), else the source tree's.
-std::string test_data() {
-    const char* env = std::getenv("AFF_TEST_DATA");
-    return env && *env ? env : AFF_TEST_DATA;
-}
-
 // The doc's §8.1 tiny configuration (transformers form), vocabulary 512.
 const char* kSyntheticConfig = R"({
   "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4",

@@ -198,8 +198,7 @@ AFF_DEVICE_TEST("trellis containers") {
         return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
     };
     for (const char* name : {"tiny-a", "tiny-a-fp8", "tiny-b", "tiny-c"}) {
-        const char* data = std::getenv("AFF_TEST_DATA");  // set when the binary was carried elsewhere
-        const std::string src = std::string(data && *data ? data : AFF_TEST_DATA) + "/models/" + name;
+        const std::string src = test_data() + "/models/" + name;
         // An imatrix of random E[x²] (wide range, some zero columns) for every routed expert.
         const aff::Checkpoint ck(src);
         const aff::ModelConfig mc = aff::parse_model_config(ck.config_json(), ck.config_path());
