@@ -42,7 +42,8 @@ void encode_rows_batched(std::span<const float> w, std::size_t rows, std::size_t
     const std::size_t per_row = q.size() / kBlockWeights, blocks = rows * per_row, stride = row_bytes(cols);
     // Working memory kept by the calling thread from one matrix to the next (about 80 MiB
     // for an expert matrix): fresh pages for every matrix cost more than filling them.
-    // (Named through references: the pool's threads must see the caller's copies.)
+    // (Named through references: the pool's threads must see the caller's copies. Plain
+    // references, not a structured binding: clang before 16 cannot capture those in lambdas.)
     struct Work {
         std::vector<float> x, y;
         std::vector<BlockEncoding> state;
@@ -50,7 +51,12 @@ void encode_rows_batched(std::span<const float> w, std::size_t rows, std::size_t
         std::vector<std::uint16_t> windows;
     };
     thread_local Work work;
-    auto& [x, y, state, due, q_index, windows] = work;
+    std::vector<float>& x = work.x;
+    std::vector<float>& y = work.y;
+    std::vector<BlockEncoding>& state = work.state;
+    std::vector<std::uint32_t>& due = work.due;
+    std::vector<std::uint32_t>& q_index = work.q_index;
+    std::vector<std::uint16_t>& windows = work.windows;
     x.assign(blocks * kBlockWeights, 0.0f);  // the padded (rotated) rows
     state.resize(blocks);
     pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
