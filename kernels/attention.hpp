@@ -8,9 +8,9 @@
 //   kv       [n, head_dim]         this chunk's latents (normalised, RoPE'd): keys and values
 //   ring     [window, head_dim]    the last `window` latents before `start`; slot = position mod window
 //   entries  [entry_count, head_dim] the layer's compressed entries (this chunk's included), or null
-//   selected [n, selected_stride]  int32 indices into entries (CSA: the indexer's top-k, best
-//                                  first), selected_count [n] of them valid per token; null for HCA:
-//                                  every entry visible to the query, min(entry_count, (p+1)/ratio)
+//   selected [n, selected_stride]  CSA: the indexer's top-k and selected_count [n], laid out as
+//                                  kernels/indexer.hpp says; null for HCA: every entry visible to
+//                                  the query, min(entry_count, (p+1)/ratio)
 //   sink     [heads]               the per-head sink logit
 //   out      [n, heads, head_dim]  Σ_j softmax_j · k_j, BEFORE the inverse RoPE (the caller
 //                                  de-rotates with kernels/rope.hpp, inverse = true)

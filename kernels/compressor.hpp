@@ -45,8 +45,7 @@ struct CompressorArgs {
     bool overlap = false;         // CSA
     float eps = 1e-6f;
     int64_t start = 0;
-    // Graph replay (libaff/gpu/forward.cpp): when set, the start is read here (device memory)
-    // when the kernels run and `start` is ignored, so one captured launch serves every position.
+    // Graph replay: as AttentionArgs::start_at (kernels/attention.hpp).
     const int32_t* start_at = nullptr;
 };
 

@@ -17,10 +17,8 @@
 
 namespace aff::gpu {
 
-// Graph replay (libaff/gpu/forward.cpp): with start_at (device memory), the chunk's start is
-// read there when the kernel runs and `start` is ignored; `count` then bounds the entries any
-// start may see (the state's capacity) and shapes the launch, the kernel limits itself to the
-// visible ones, so one captured launch serves every position.
+// Graph replay: start_at as AttentionArgs::start_at (kernels/attention.hpp); `count` then
+// bounds the entries any start may see (the state's capacity) and shapes the launch.
 
 // scores[t, e] = Σ_h w[t, h] / √heads · max(0, q[t, h] · keys[e]) / √head_dim.
 // heads · head_dim at most 8192 and head_dim a multiple of 4; entries past visible(t) untouched.

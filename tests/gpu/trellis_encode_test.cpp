@@ -18,6 +18,7 @@
 #include "aff/model/config.hpp"
 #include "aff/checkpoint/checkpoint.hpp"
 #include "../unit/quant/imatrix_writer.hpp"
+#include "../unit/quant/test_rows.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +29,9 @@
 
 using namespace aff::gpu::test;
 using namespace aff::quant;
+using aff::test::fp4_like;
+using aff::test::importance_of;
+using aff::test::rows_of_varying_scale;
 
 namespace {
 
@@ -87,31 +91,6 @@ std::vector<float> fp4(std::size_t rows, std::size_t cols) {
         }
     }
     return w;
-}
-
-// The inputs of tests/unit/quant/quantize_digest_test.cpp (same generators, same seeds).
-std::vector<float> rows_of_varying_scale(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-    std::vector<float> w(rows * cols);
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t j = 0; j < cols; ++j)
-            w[r * cols + j] = std::ldexp(static_cast<float>(gaussian_sample(seed, r * cols + j)),
-                                         static_cast<int>(r % 5) - 3);
-    return w;
-}
-std::vector<float> fp4_like(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-    static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-    std::vector<float> w(rows * cols);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-        const double g = gaussian_sample(seed, i), s = gaussian_sample(seed + 1, i / 32);
-        const int code = static_cast<int>(std::fabs(g) * 2.5) & 7;
-        w[i] = std::ldexp(g < 0 ? -kE2M1[code] : kE2M1[code], -8 + static_cast<int>(std::fabs(s) * 2) % 3);
-    }
-    return w;
-}
-std::vector<float> importance_of(std::size_t cols, std::uint64_t seed) {
-    std::vector<float> q(cols);
-    for (std::size_t j = 0; j < cols; ++j) q[j] = std::exp(static_cast<float>(gaussian_sample(seed, j)));
-    return q;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "aff/quant/codebook.hpp"
 #include "aff/quant/codebook_train.hpp"
 #include "aff/quant/matrix.hpp"
+#include "unit/quant/test_rows.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,37 +20,9 @@
 #include <vector>
 
 using namespace aff::quant;
+using namespace aff::test;
 
 namespace {
-
-// Gaussian rows with magnitudes varying by row (2^-3 … 2^1) so block scales differ.
-std::vector<float> rows_of_varying_scale(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-    std::vector<float> w(rows * cols);
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t j = 0; j < cols; ++j)
-            w[r * cols + j] = std::ldexp(static_cast<float>(gaussian_sample(seed, r * cols + j)),
-                                         static_cast<int>(r % 5) - 3);
-    return w;
-}
-
-// FP4-like rows: E2M1 codes times a power-of-two scale per 32 columns, as the official
-// checkpoint's experts dequantise; many weights are exactly equal (ties in the search).
-std::vector<float> fp4_like(std::size_t rows, std::size_t cols, std::uint64_t seed) {
-    static const float kE2M1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-    std::vector<float> w(rows * cols);
-    for (std::size_t i = 0; i < w.size(); ++i) {
-        const double g = gaussian_sample(seed, i), s = gaussian_sample(seed + 1, i / 32);
-        const int code = static_cast<int>(std::fabs(g) * 2.5) & 7;
-        w[i] = std::ldexp(g < 0 ? -kE2M1[code] : kE2M1[code], -8 + static_cast<int>(std::fabs(s) * 2) % 3);
-    }
-    return w;
-}
-
-std::vector<float> importance_of(std::size_t cols, std::uint64_t seed) {
-    std::vector<float> q(cols);
-    for (std::size_t j = 0; j < cols; ++j) q[j] = std::exp(static_cast<float>(gaussian_sample(seed, j)));
-    return q;
-}
 
 // The digest of the block-by-block encoding; 0 when the batched encoding differs from it.
 std::uint64_t digest(std::size_t rows, std::size_t cols, const std::vector<float>& w,
