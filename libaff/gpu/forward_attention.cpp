@@ -1,0 +1,142 @@
+// The attention block on the GPU (model doc §3.4-3.8, Model::attention step by step):
+// projections, norms, RoPE, the compressors and the indexer, the attention kernel over the
+// ring and the compressed entries, the grouped output projection.
+#include "aff/gpu/forward_impl.hpp"
+#include "aff/gpu/forward_rope.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/compressor.hpp"
+#include "kernels/fp8_gemv.hpp"
+#include "kernels/indexer.hpp"
+#include "kernels/rms_norm.hpp"
+
+#include <algorithm>
+
+namespace aff::gpu {
+
+using namespace fwd;
+
+void GpuModel::Impl::run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::span<const Seq> seqs,
+                                    int n, float* kv_buf, float* gate_buf) {
+    const int D = c.hidden_size, width = (w.overlap ? 2 : 1) * w.dim;
+    apply(w.wkv, a, D, n, kv_buf, width);
+    apply(w.wgate, a, D, n, gate_buf, width);
+    for (const Seq& q : seqs) {
+        CompressorArgs ca;
+        ca.kv = kv_buf + std::size_t(q.row) * width;
+        ca.gate = gate_buf + std::size_t(q.row) * width;
+        ca.ape = at<float>(w.ape);
+        ca.norm = at<float>(w.norm);
+        ca.inv_freq = at<float>(inv_freq_compress_dev);
+        ca.pending_kv = reinterpret_cast<float*>(q.state + st.pending_kv);
+        ca.pending_gate = reinterpret_cast<float*>(q.state + st.pending_gate);
+        ca.prev_kv = w.overlap ? reinterpret_cast<float*>(q.state + st.prev_kv) : nullptr;
+        ca.prev_gate = w.overlap ? reinterpret_cast<float*>(q.state + st.prev_gate) : nullptr;
+        ca.entries = reinterpret_cast<float*>(q.state + st.entries);
+        ca.n = q.n;
+        ca.ratio = w.ratio;
+        ca.dim = w.dim;
+        ca.rope_dim = c.rope_dim;
+        ca.overlap = w.overlap;
+        ca.eps = static_cast<float>(c.rms_norm_eps);
+        ca.start = q.start;
+        ca.start_at = q.start_at;
+        compressor(ca, stream.handle());
+    }
+}
+
+int GpuModel::Impl::entry_bound(const Seq& q, int ratio, int capacity) {
+    return q.start_at ? capacity : static_cast<int>(compressor_end_entry(q.start, q.n, ratio));
+}
+
+void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
+    void* s = stream.handle();
+    const AttentionRefs& r = layers[l].attn;
+    const LayerStateRefs& sr = state_refs[l];
+    const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, Rq = c.q_lora_rank;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const std::vector<float>& inv = c.attention[l] == AttentionKind::sliding ? inv_freq_main : inv_freq_compress;
+    // Query path: low-rank q, q_norm, per-head unweighted norm, RoPE.
+    mark("attention q/kv projections");
+    apply(r.wq_a, a, D, n, cq, Rq);
+    rms_norm(cq, at<float>(r.q_norm), cq, n, Rq, eps, s);
+    apply(r.wq_b, cq, Rq, n, q, H * Dh);
+    rms_norm(q, nullptr, q, n * H, Dh, eps, s);
+    rope_with_inv_freq(q, positions, n, H, Dh, inv, false, s);
+    // The latent that is both key and value.
+    apply(r.wkv, a, D, n, kv, Dh);
+    rms_norm(kv, at<float>(r.kv_norm), kv, n, Dh, eps, s);
+    rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
+
+    mark("compressors and indexer");
+    if (r.has_compressor) run_compressor(r.compressor, sr.compressor, seqs, n, ckv, cg);
+    const int Hi = c.index_heads, Di = c.index_head_dim;
+    if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk
+        run_compressor(r.indexer, sr.indexer, seqs, n, ikv, ig);
+        apply(r.index_wq_b, cq, Rq, n, qi, Hi * Di);
+        rope_with_inv_freq(qi, positions, n, Hi, Di, inv_freq_compress, false, s);
+        apply(r.index_weights, a, D, n, wi, Hi);
+        for (const Seq& sq : seqs) {
+            const int ratio = r.indexer.ratio, count = entry_bound(sq, ratio, sr.indexer.capacity);
+            const float* keys = reinterpret_cast<const float*>(sq.state + sr.indexer.entries);
+            float* sc = scores + std::size_t(sq.row) * scores_stride;
+            indexer_scores(qi + std::size_t(sq.row) * Hi * Di, wi + std::size_t(sq.row) * Hi, keys, sc, sq.n, Hi,
+                           Di, sq.start, ratio, count, scores_stride, s, sq.start_at);
+            indexer_topk(sc, sq.n, scores_stride, sq.start, ratio, count, c.index_topk,
+                         selected + std::size_t(sq.row) * c.index_topk, selected_count + sq.row, s, sq.start_at);
+        }
+    }
+    mark("attention kernel, ring");
+    const std::size_t scratch_per_token = attention_scratch_bytes(1, H, Dh) / 4;
+    for (const Seq& sq : seqs) {
+        AttentionArgs aa;
+        if (r.has_compressor) {
+            aa.entries = reinterpret_cast<const float*>(sq.state + sr.compressor.entries);
+            aa.entry_count = entry_bound(sq, r.compressor.ratio, sr.compressor.capacity);
+            aa.ratio = r.compressor.ratio;
+        }
+        if (r.has_indexer) {
+            aa.selected = selected + std::size_t(sq.row) * c.index_topk;
+            aa.selected_count = selected_count + sq.row;
+            aa.selected_stride = c.index_topk;
+        }
+        aa.q = q + std::size_t(sq.row) * H * Dh;
+        aa.kv = kv + std::size_t(sq.row) * Dh;
+        aa.ring = reinterpret_cast<float*>(sq.state + sr.ring);
+        aa.sink = at<float>(r.sink);
+        aa.out = o + std::size_t(sq.row) * H * Dh;
+        aa.n = sq.n;
+        aa.heads = H;
+        aa.head_dim = Dh;
+        aa.window = c.sliding_window;
+        aa.start = sq.start;
+        aa.start_at = sq.start_at;
+        // Sequences of a decode call (rows < kDecodeTokens) each have their own slice.
+        if (sq.row + sq.n <= kDecodeTokens) aa.scratch = attention_scratch + std::size_t(sq.row) * scratch_per_token;
+        attention(aa, s);
+    }
+    rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
+    for (const Seq& sq : seqs)
+        ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
+                   c.sliding_window, sq.start, s, sq.start_at);
+    // Grouped low-rank output projection, then wo_b.
+    mark("attention output projections");
+    const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
+    if (r.wo_a.fp8 && Ro % 8 == 0 && !use_gemm(n)) {
+        // All G groups in one launch: row group g reads its slice of o (fp8_gemv_layout).
+        Fp8GemvLayout layout;
+        layout.ldx = H * Dh;
+        layout.ldy = G * Ro;
+        layout.group_rows = Ro;
+        layout.x_group_stride = group_in;
+        for (int b = 0; b < n; b += kFp8GemvMaxBatch)
+            fp8_gemv_layout(at<std::uint8_t>(r.wo_a.w_offset), at<std::uint8_t>(r.wo_a.scale_offset), G * Ro,
+                            r.wo_a.cols, o + std::size_t(b) * H * Dh, std::min(kFp8GemvMaxBatch, n - b),
+                            z + std::size_t(b) * G * Ro, layout, kFp8GemvDefault, stream.handle());
+    } else {
+        for (int g = 0; g < G; ++g)
+            apply(r.wo_a, o + std::size_t(g) * group_in, H * Dh, n, z + std::size_t(g) * Ro, G * Ro, g * Ro, Ro);
+    }
+    apply(r.wo_b, z, G * Ro, n, f, D);
+}
+
+}  // namespace aff::gpu

@@ -1,0 +1,42 @@
+// One linear map of the GPU forward (GpuModel::Impl::apply): FP8 projections through fp8_gemv
+// (or fp8_gemm for prefill calls), BF16/F32 ones through dense_gemv (or bf16_gemm).
+#include "aff/gpu/forward_impl.hpp"
+#include "kernels/fp8_gemm.hpp"
+#include "kernels/fp8_gemv.hpp"
+
+#include <algorithm>
+
+namespace aff::gpu {
+
+using namespace fwd;
+
+void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0,
+                           int rows) {
+    if (rows < 0) rows = l.rows;
+    void* s = stream.handle();
+    if (!l.fp8) {
+        const std::size_t elem = l.type == DenseType::bf16 ? 2 : 4;
+        if (use_gemm(batch) && l.type == DenseType::bf16 && bf16_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
+            bf16_gemm(reinterpret_cast<const std::uint16_t*>(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * 2),
+                      rows, l.cols, xin, ldx, batch, yout, ldy, s);
+            return;
+        }
+        dense_gemv(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
+                   batch, yout, ldy, s);
+        return;
+    }
+    const std::uint8_t* w = at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols;
+    const std::uint8_t* sc = at<std::uint8_t>(l.scale_offset) + std::size_t(row0 / 128) * (l.cols / 128);
+    if (use_gemm(batch) && fp8_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
+        fp8_gemm(w, sc, rows, l.cols, xin, ldx, batch, yout, ldy, s);
+        return;
+    }
+    Fp8GemvLayout layout;
+    layout.ldx = ldx;
+    layout.ldy = ldy;
+    for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
+        fp8_gemv_layout(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
+                        yout + std::size_t(b) * ldy, layout, kFp8GemvDefault, s);
+}
+
+}  // namespace aff::gpu
