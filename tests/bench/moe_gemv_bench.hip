@@ -15,6 +15,8 @@
 // ±[2^-4, 2^0) (speed does not depend on the values; this file is CUDA C++17, which cannot
 // include the C++20 codebook header). The last three lines
 // are the figure, the bound and the ratio of the default tuning (tests/bench/RESULTS.md).
+// The structured kernel (kernels/moe_gemv_sym.hip, sign-structured codebooks, shifts 2 and
+// 3: a random base table of the same distribution) runs beside the generic one in both parts.
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "gpu_bench.hpp"
@@ -70,19 +72,36 @@ int main(int argc, char** argv) {
         for (uint16_t& v : values) v = static_cast<uint16_t>(0x2c00u + (cb_rng() & 0x8fffu));
         Buffer codebook(values.size() * 2);
         upload(codebook, values.data(), values.size() * 2);
+        // Sign-structured tables for the structured kernel: random base pairs of the same
+        // distribution (only the base is read; the expanded values are not needed for speed).
+        std::vector<uint32_t> base_values(1024);
+        for (uint32_t& v : base_values)
+            v = (0x2c00u + (cb_rng() & 0x8fffu)) | (0x2c00u + (cb_rng() & 0x8fffu)) << 16;
+        Buffer base(base_values.size() * 4);
+        upload(base, base_values.data(), base_values.size() * 4);
+        auto code = [&](int shift) {
+            return MoeGemvCodebook{codebook.as<uint16_t>(), shift, shift ? base.as<uint32_t>() : nullptr};
+        };
+        for (const int shift : {2, 3})
+            if (!moe_gemv_structured_supported(shift))
+                std::printf("structured kernel (shift %d) not supported here: its rows run the generic kernel\n", shift);
         const Shape shapes[] = {{"w1/w3", 2048, 4096}, {"w2", 4096, 2048}};
         struct Variant {
             const char* name;
             MoeGemvTuning tuning;
+            int shift;  // 0: generic kernel; 2, 3: structured kernel
         };
-        const Variant variants[] = {{"blocks528 dep", {528, true}},
-                                    {"blocks528", {528, false}},
-                                    {"blocks264 dep", {264, true}},
-                                    {"blocks1056 dep", {1056, true}}};
+        const Variant variants[] = {{"blocks528 dep", {528, true}, 0},
+                                    {"blocks528", {528, false}, 0},
+                                    {"blocks264 dep", {264, true}, 0},
+                                    {"blocks1056 dep", {1056, true}, 0},
+                                    {"sym2 dep", {528, true}, 2},
+                                    {"sym2", {528, false}, 2},
+                                    {"sym3 dep", {528, true}, 3}};
         constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
         int default_variant = 0;
         for (int v = 0; v < kVariants; ++v)
-            if (variants[v].tuning.target_blocks == kMoeGemvDefault.target_blocks &&
+            if (variants[v].shift == 0 && variants[v].tuning.target_blocks == kMoeGemvDefault.target_blocks &&
                 variants[v].tuning.dependent_launch == kMoeGemvDefault.dependent_launch)
                 default_variant = v;
         // [variant][experts 1 / 6][batch 1 / 4]
@@ -135,7 +154,7 @@ int main(int argc, char** argv) {
                                 jobs[e].x = x.as<float>() + static_cast<size_t>(e) * kMoeGemvMaxBatch * sh.k;
                                 jobs[e].y = y.as<float>() + static_cast<size_t>(e) * kMoeGemvMaxBatch * sh.n;
                             }
-                            moe_gemv_tuned(jobs, experts, sh.n, sh.k, batch, codebook.as<uint16_t>(), variants[v].tuning,
+                            moe_gemv_tuned(jobs, experts, sh.n, sh.k, batch, code(variants[v].shift), variants[v].tuning,
                                            st.handle());
                         });
                         const double bytes = experts * (static_cast<double>(expert_bytes) +
@@ -177,7 +196,7 @@ int main(int argc, char** argv) {
         Buffer a(av.size() * 4), g1(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * I * 4),
             g3(g1.size()), routed(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * D * 4);
         upload(a, av.data(), av.size() * 4);
-        double layer_rate[2] = {};
+        double layer_rate[3][2] = {};  // [generic, shift 2, shift 3][1 token, 4 tokens]
         for (const int tokens : {1, kMoeGemvMaxBatch}) {
             // kSteps id sets: each token 6 distinct experts; bytes count each distinct expert once.
             std::vector<int32_t> ids(static_cast<size_t>(kSteps) * tokens * kTopK);
@@ -209,7 +228,13 @@ int main(int argc, char** argv) {
             double bytes_sum = 0.0;
             for (double b : step_bytes) bytes_sum += b;
             Stream s;
-            for (const bool fused : {true, false}) {
+            struct Run {
+                bool fused;
+                int shift;
+            };
+            for (const Run run : {Run{true, 0}, Run{false, 0}, Run{true, 2}, Run{true, 3}}) {
+                const bool fused = run.fused;
+                const MoeGemvCodebook cb = code(run.shift);
                 const Result r = measure(kSteps, s, [&](int i, const Stream& st) {
                     const int step = i % kSteps;
                     const int32_t* step_ids = dids.as<int32_t>() + static_cast<size_t>(step) * tokens * kTopK;
@@ -225,14 +250,14 @@ int main(int argc, char** argv) {
                         up.stack[1] = stack3.as<uint8_t>();
                         up.y[0] = g1.as<float>();
                         up.y[1] = g3.as<float>();
-                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
                     } else {
                         up.stack[0] = stack1.as<uint8_t>();
                         up.y[0] = g1.as<float>();
-                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
                         up.stack[0] = stack3.as<uint8_t>();
                         up.y[0] = g3.as<float>();
-                        moe_gemv_routed(up, I, D, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
                     }
                     swiglu(g1.as<float>(), g3.as<float>(), static_cast<long long>(tokens) * kTopK * I, 10.0f,
                            g1.as<float>(), st.handle());
@@ -245,31 +270,41 @@ int main(int argc, char** argv) {
                     down.x = g1.as<float>();
                     down.x_token_stride = static_cast<long long>(kTopK) * I;
                     down.x_slot_stride = I;
-                    moe_gemv_routed(down, D, I, codebook.as<uint16_t>(), kMoeGemvDefault, st.handle());
+                    moe_gemv_routed(down, D, I, cb, kMoeGemvDefault, st.handle());
                 });
                 // Steps cycle through the id sets evenly, so mean bytes per step over the mean time.
                 const double rate_l = bytes_sum / kSteps / r.graph_s;
                 const double weights_per_s = distinct_sum / kSteps * 3.0 * D * I / r.graph_s;
-                std::printf("layer tokens %d %-22s distinct experts %.2f, %.2f MB/step, %8.2f us/step, %.3f TB/s "
+                std::printf("layer %-7s tokens %d %-22s distinct experts %.2f, %.2f MB/step, %8.2f us/step, %.3f TB/s "
                             "(%.1f%%), %.2f T weights/s\n",
-                            tokens, fused ? "w1+w3 fused (forward)" : "w1, w3 separate", distinct_sum / kSteps,
+                            run.shift == 0 ? "generic" : run.shift == 2 ? "sym2" : "sym3", tokens,
+                            fused ? "w1+w3 fused (forward)" : "w1, w3 separate", distinct_sum / kSteps,
                             bytes_sum / kSteps / 1e6, r.graph_s * 1e6, rate_l / 1e12, 100.0 * rate_l / ceiling,
                             weights_per_s / 1e12);
-                if (fused) layer_rate[tokens > 1] = rate_l;
+                if (fused) layer_rate[run.shift == 0 ? 0 : run.shift - 1][tokens > 1] = rate_l;
             }
         }
 
         const int d = default_variant;
+        int sym = d;  // the structured kernel's default (dependent launch, shift 2)
+        for (int v = 0; v < kVariants; ++v)
+            if (variants[v].shift == 2 && variants[v].tuning.dependent_launch) sym = v;
         std::printf("figure: moe_gemv, the forward's per-layer pattern (w1+w3 launch, SwiGLU, w2 launch; graph replay): "
-                    "1 token %.3f TB/s, 4 tokens %.3f TB/s; per launch (default %s, 6 experts, w1/w3 + w2): batch 1 "
-                    "%.3f TB/s, batch 4 %.3f TB/s; 1 expert batch 1 %.3f TB/s, batch 4 %.3f TB/s\n",
-                    layer_rate[0] / 1e12, layer_rate[1] / 1e12, variants[d].name, rate(d, 1, 0) / 1e12,
-                    rate(d, 1, 1) / 1e12, rate(d, 0, 0) / 1e12, rate(d, 0, 1) / 1e12);
+                    "generic 1 token %.3f TB/s, 4 tokens %.3f TB/s; structured shift 2 %.3f / %.3f TB/s, shift 3 "
+                    "%.3f / %.3f TB/s; per launch (6 experts, w1/w3 + w2) generic %s batch 1 %.3f, batch 4 %.3f TB/s, "
+                    "structured %s batch 1 %.3f, batch 4 %.3f TB/s\n",
+                    layer_rate[0][0] / 1e12, layer_rate[0][1] / 1e12, layer_rate[1][0] / 1e12, layer_rate[1][1] / 1e12,
+                    layer_rate[2][0] / 1e12, layer_rate[2][1] / 1e12, variants[d].name, rate(d, 1, 0) / 1e12,
+                    rate(d, 1, 1) / 1e12, variants[sym].name, rate(sym, 1, 0) / 1e12, rate(sym, 1, 1) / 1e12);
         std::printf("bound: HBM read ceiling measured in this run: %.3f TB/s\n", ceiling / 1e12);
-        std::printf("ratio: per layer 1 token %.1f%%, 4 tokens %.1f%%; per launch 6 experts batch 1 %.1f%%, batch 4 "
-                    "%.1f%%; 1 expert batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n",
-                    100.0 * layer_rate[0] / ceiling, 100.0 * layer_rate[1] / ceiling, 100.0 * rate(d, 1, 0) / ceiling,
-                    100.0 * rate(d, 1, 1) / ceiling, 100.0 * rate(d, 0, 0) / ceiling, 100.0 * rate(d, 0, 1) / ceiling);
+        std::printf("ratio: per layer generic 1 token %.1f%%, 4 tokens %.1f%%; structured shift 2 %.1f%% / %.1f%%, "
+                    "shift 3 %.1f%% / %.1f%%; per launch 6 experts generic batch 1 %.1f%%, batch 4 %.1f%%, structured "
+                    "batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n",
+                    100.0 * layer_rate[0][0] / ceiling, 100.0 * layer_rate[0][1] / ceiling,
+                    100.0 * layer_rate[1][0] / ceiling, 100.0 * layer_rate[1][1] / ceiling,
+                    100.0 * layer_rate[2][0] / ceiling, 100.0 * layer_rate[2][1] / ceiling,
+                    100.0 * rate(d, 1, 0) / ceiling, 100.0 * rate(d, 1, 1) / ceiling, 100.0 * rate(sym, 1, 0) / ceiling,
+                    100.0 * rate(sym, 1, 1) / ceiling);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "moe_gemv_bench: %s\n", e.what());

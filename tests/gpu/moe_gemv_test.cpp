@@ -6,16 +6,20 @@
 // per-expert TQ2875R flags choosing the rotated input; and the kernel's window decoder (tq2875_dequantize) against
 // aff::quant::decode_block bit for bit, with the built-in codebook and a random one (fp16
 // subnormals included). Random blocks include zero-scale blocks and blocks whose windows are
-// all 0 or all 4095 (both ends of the window).
+// all 0 or all 4095 (both ends of the window). Sign-structured codebooks take the structured
+// kernel (kernels/moe_gemv_sym.hip), tested at the end of this file against the reference
+// decoder with its fp16-activation bound.
 #include "device_test.hpp"
 
 #include "aff/gpu/reference/moe_gemv.hpp"
 #include "aff/quant/codebook.hpp"
+#include "aff/quant/codebook_structure.hpp"
 #include "aff/quant/half.hpp"
 #include "aff/quant/trellis.hpp"
 #include "kernels/moe_gemv.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace aff::gpu::test;
@@ -215,5 +219,189 @@ AFF_DEVICE_TEST("moe_gemv decode") {
                                               (cb == &random_cb ? "random" : "built-in") +
                                               " codebook, 64x4096 (elements differing)",
             static_cast<double>(differ), 0.0);
+    }
+}
+
+// Sign-structured codebooks (kernels/moe_gemv_sym.hip): random base tables (any finite fp16,
+// subnormals and -0 included) expanded with aff::quant::expand_sign_structure, shifts 2 and 3.
+// The kernel rounds activations to fp16, so each output is held to the bound stated beside
+// moe_gemv_sym_rel in moe_gemv.hpp against the format's reference decoder and a double dot:
+// |got - want| <= rel · Σ|ŵ·x| + abs · Σ|ŵ|; the check's value is the largest ratio of error to
+// bound over all outputs (must be <= 1; NaN, an unwritten output, is infinity).
+namespace {
+
+aff::quant::Codebook random_structured(int shift, std::vector<uint32_t>& base) {
+    base.resize(static_cast<size_t>(aff::quant::Codebook::kEntries) >> shift);
+    std::uniform_int_distribution<int> half(0, 0xffff);
+    auto finite = [&] {
+        uint32_t v;
+        do v = static_cast<uint32_t>(half(rng()));
+        while ((v & 0x7c00u) == 0x7c00u);
+        return v;
+    };
+    for (uint32_t& b : base) b = finite() | finite() << 16;
+    return aff::quant::expand_sign_structure(shift, base);
+}
+
+// want and bound of y = Ŵ x for `batch` inputs (x [batch][k]) appended to the vectors.
+void sym_oracle(const uint8_t* w, int n, int k, const aff::quant::Codebook& cb, const float* x, int batch,
+                std::vector<double>& want, std::vector<double>& bound) {
+    std::vector<float> row(k);
+    std::vector<double> y(static_cast<size_t>(batch) * n), b(static_cast<size_t>(batch) * n);
+    for (int r = 0; r < n; ++r) {
+        for (int blk = 0; blk < k / aff::quant::kBlockWeights; ++blk)
+            aff::quant::decode_block(w + (static_cast<size_t>(r) * (k / aff::quant::kBlockWeights) + blk) *
+                                             aff::quant::kBlockBytes,
+                                     cb, row.data() + blk * aff::quant::kBlockWeights);
+        double sum_w = 0.0;
+        for (int i = 0; i < k; ++i) sum_w += std::fabs(row[i]);
+        for (int t = 0; t < batch; ++t) {
+            double s = 0.0, sa = 0.0;
+            for (int i = 0; i < k; ++i) {
+                const double p = static_cast<double>(row[i]) * x[static_cast<size_t>(t) * k + i];
+                s += p;
+                sa += std::fabs(p);
+            }
+            y[static_cast<size_t>(t) * n + r] = s;
+            b[static_cast<size_t>(t) * n + r] = aff::gpu::moe_gemv_sym_rel * sa + aff::gpu::moe_gemv_sym_abs * sum_w;
+        }
+    }
+    want.insert(want.end(), y.begin(), y.end());
+    bound.insert(bound.end(), b.begin(), b.end());
+}
+
+double sym_ratio(const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& bound) {
+    double worst = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        worst = std::max(worst, std::fabs(got[i] - want[i]) / bound[i]);
+    }
+    return worst;
+}
+
+}  // namespace
+
+AFF_DEVICE_TEST("moe_gemv structured") {
+    for (const int shift : {2, 3}) {
+        add(rows, "moe_gemv", "structured kernel available for shift " + std::to_string(shift) + " (1 = yes)",
+            aff::gpu::moe_gemv_structured_supported(shift) ? 0.0 : 1.0, 0.0);
+        std::vector<uint32_t> base;
+        const aff::quant::Codebook cb = random_structured(shift, base);
+        aff::gpu::Buffer dcb = codebook_on_device(cb), dbase = to_device(base);
+        const aff::gpu::MoeGemvCodebook code{dcb.as<uint16_t>(), shift, dbase.as<uint32_t>()};
+        const std::string sh_name = " shift " + std::to_string(shift);
+
+        // Explicit jobs: 6 experts and 1, batch 1-4, plain and dependent launch.
+        struct Shape { int n, k; };
+        constexpr int kExperts = 6;
+        for (const Shape sh : {Shape{256, 4096}, Shape{512, 2048}, Shape{32, 1024}}) {
+            std::vector<std::vector<uint8_t>> w;
+            std::vector<aff::gpu::Buffer> dw;
+            for (int e = 0; e < kExperts; ++e) {
+                w.push_back(random_blocks(sh.n, sh.k));
+                dw.push_back(to_device(w.back()));
+            }
+            for (int batch = 1; batch <= aff::gpu::kMoeGemvMaxBatch; batch += (batch == 1 ? 3 : 1)) {
+                std::vector<std::vector<float>> x;
+                std::vector<aff::gpu::Buffer> dx;
+                std::vector<std::vector<double>> want(kExperts), bound(kExperts);
+                for (int e = 0; e < kExperts; ++e) {
+                    x.push_back(normal(static_cast<size_t>(batch) * sh.k));
+                    sym_oracle(w[e].data(), sh.n, sh.k, cb, x[e].data(), batch, want[e], bound[e]);
+                    dx.push_back(to_device(x[e]));
+                }
+                for (const bool dep : {true, false}) {
+                    for (const int count : {kExperts, 1}) {
+                        std::vector<aff::gpu::Buffer> dy;
+                        std::vector<aff::gpu::MoeGemvJob> jobs;
+                        for (int e = 0; e < count; ++e) {
+                            dy.push_back(poisoned(want[e].size()));
+                            jobs.push_back({dw[e].as<uint8_t>(), dx[e].as<float>(), dy[e].as<float>()});
+                        }
+                        aff::gpu::Stream s;
+                        aff::gpu::moe_gemv_tuned(jobs.data(), count, sh.n, sh.k, batch, code, {528, dep}, s.handle());
+                        s.synchronize();
+                        double worst = 0.0;
+                        for (int e = 0; e < count; ++e)
+                            worst = std::max(worst, sym_ratio(to_host<float>(dy[e], want[e].size()), want[e], bound[e]));
+                        add(rows, "moe_gemv",
+                            "structured" + sh_name + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) + " batch " +
+                                std::to_string(batch) + " experts " + std::to_string(count) + (dep ? " dep" : "") +
+                                " (error / bound)",
+                            worst, 1.0);
+                    }
+                }
+            }
+        }
+
+        // Routed: 10 experts, top 6, 1-4 tokens sharing experts; two matrices, one, and one
+        // with per-expert TQ2875R flags; per-token and per-pair inputs.
+        constexpr int kRoutedExperts = 10, kTopK = 6;
+        for (const Shape sh : {Shape{256, 2048}, Shape{128, 4096}}) {
+            const size_t expert_bytes = static_cast<size_t>(sh.n) * (sh.k / 256) * aff::quant::kBlockBytes;
+            std::vector<uint8_t> stacks[2];
+            aff::gpu::Buffer dstacks[2];
+            for (int m = 0; m < 2; ++m) {
+                stacks[m] = random_blocks(sh.n * kRoutedExperts, sh.k);
+                dstacks[m] = to_device(stacks[m]);
+            }
+            for (int tokens = 1; tokens <= aff::gpu::kMoeGemvMaxBatch; ++tokens) {
+                const int pairs = tokens * kTopK;
+                std::vector<int32_t> ids(pairs);
+                std::vector<int> order(kRoutedExperts);
+                for (int t = 0; t < tokens; ++t) {
+                    for (int e = 0; e < kRoutedExperts; ++e) order[e] = e;
+                    if (tokens != 3) std::shuffle(order.begin(), order.end(), rng());
+                    for (int s = 0; s < kTopK; ++s) ids[t * kTopK + s] = order[s];
+                }
+                aff::gpu::Buffer dids = to_device(ids);
+                std::vector<uint8_t> flags(kRoutedExperts);
+                for (uint8_t& f : flags) f = static_cast<uint8_t>(rng()() & 1u);
+                aff::gpu::Buffer dflags = to_device(flags);
+                for (const int matrices : {2, 1, 0}) {
+                    const bool per_pair_input = matrices != 2;
+                    const bool rotated = matrices == 0;
+                    const size_t inputs = static_cast<size_t>(per_pair_input ? pairs : tokens) * sh.k;
+                    const std::vector<float> x = normal(inputs), x_rot = normal(inputs);
+                    aff::gpu::Buffer dx = to_device(x), dx_rot = to_device(x_rot);
+                    std::vector<double> want[2], bound[2];
+                    aff::gpu::Buffer dy[2];
+                    aff::gpu::MoeGemvRouted r;
+                    r.ids = dids.as<int32_t>();
+                    r.tokens = tokens;
+                    r.top_k = kTopK;
+                    r.matrices = rotated ? 1 : matrices;
+                    r.x = dx.as<float>();
+                    if (rotated) {
+                        r.rotated = dflags.as<uint8_t>();
+                        r.x_rotated = dx_rot.as<float>();
+                    }
+                    r.x_token_stride = static_cast<long long>(per_pair_input ? kTopK : 1) * sh.k;
+                    r.x_slot_stride = per_pair_input ? sh.k : 0;
+                    for (int m = 0; m < r.matrices; ++m) {
+                        for (int j = 0; j < pairs; ++j) {
+                            const std::vector<float>& xin = rotated && flags[ids[j]] ? x_rot : x;
+                            const float* xj = xin.data() + (per_pair_input ? static_cast<size_t>(j) : j / kTopK) * sh.k;
+                            sym_oracle(stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1, want[m], bound[m]);
+                        }
+                        dy[m] = poisoned(want[m].size());
+                        r.stack[m] = dstacks[m].as<uint8_t>();
+                        r.y[m] = dy[m].as<float>();
+                    }
+                    aff::gpu::Stream s;
+                    aff::gpu::moe_gemv_routed(r, sh.n, sh.k, code, aff::gpu::kMoeGemvDefault, s.handle());
+                    s.synchronize();
+                    double worst = 0.0;
+                    for (int m = 0; m < r.matrices; ++m)
+                        worst = std::max(worst, sym_ratio(to_host<float>(dy[m], want[m].size()), want[m], bound[m]));
+                    add(rows, "moe_gemv",
+                        "structured" + sh_name + " routed " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
+                            " tokens " + std::to_string(tokens) +
+                            (rotated ? " rotated experts" : " matrices " + std::to_string(matrices)) +
+                            (per_pair_input ? " per-pair input" : " per-token input") + " (error / bound)",
+                        worst, 1.0);
+                }
+            }
+        }
     }
 }
