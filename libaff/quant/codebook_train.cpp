@@ -3,11 +3,14 @@
 // shard order, so the result is a pure function of the options.
 #include "aff/quant/codebook_train.hpp"
 
+#include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
 #include "aff/quant/half.hpp"
 #include "aff/quant/trellis.hpp"
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace aff::quant {
@@ -17,6 +20,25 @@ namespace {
 double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
 
 constexpr std::uint64_t kShards = 64;
+
+// The table whose base entries (index w & ~(2^m − 1)) are those of `values`, the other
+// entries derived from them by structure m (the trainer's own construction; readers
+// detect the structure with find_sign_structure).
+std::vector<std::uint16_t> impose_structure(const std::vector<std::uint16_t>& values, int m) {
+    if (m != 0 && m != 2 && m != 3)
+        throw Error(ErrorKind::usage, "sign structure " + std::to_string(m) + " is not one of 0, 2, 3");
+    std::vector<std::uint16_t> out(values.begin(), values.end());
+    if (m == 0) return out;
+    const unsigned mask = (1u << m) - 1;
+    for (unsigned w = 0; w < static_cast<unsigned>(Codebook::kEntries); ++w) {
+        const unsigned b = w & ~mask;
+        std::uint16_t c0 = values[2 * b], c1 = values[2 * b + 1];
+        if (m == 3 && (w & 4)) std::swap(c0, c1);
+        out[2 * w] = static_cast<std::uint16_t>(c0 ^ ((w & 1) ? 0x8000u : 0u));
+        out[2 * w + 1] = static_cast<std::uint16_t>(c1 ^ ((w & 2) ? 0x8000u : 0u));
+    }
+    return out;
+}
 
 }  // namespace
 
@@ -37,6 +59,9 @@ Codebook train_codebook(const TrainOptions& opt, ThreadPool& pool, const Codeboo
         for (std::size_t i = 0; i < values.size(); ++i)
             values[i] = float_to_fp16(static_cast<float>(gaussian_sample(opt.seed + 1000003, i)));
     }
+    const int m = opt.structure;
+    values = impose_structure(values, m);  // checks m
+    const unsigned mask = (1u << m) - 1;
     std::vector<float> data(opt.blocks * kBlockWeights);
     for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(gaussian_sample(opt.seed, i));
 
@@ -83,11 +108,26 @@ Codebook train_codebook(const TrainOptions& opt, ThreadPool& pool, const Codeboo
                 n[e] += s.n[e];
             }
         }
-        for (int e = 0; e < Codebook::kEntries; ++e) {
+        if (m != 0) {
+            // Fold every window's sums into its base entry (index w & ~mask), undoing the
+            // window's transform: the sign flips first, then the swap. Negating a sum
+            // negates each term exactly, so this equals summing the un-flipped targets.
+            for (unsigned w = 0; w < static_cast<unsigned>(Codebook::kEntries); ++w) {
+                const unsigned b = w & ~mask;
+                if (w == b) continue;
+                double a0 = (w & 1) ? -s0[w] : s0[w], a1 = (w & 2) ? -s1[w] : s1[w];
+                if (m == 3 && (w & 4)) std::swap(a0, a1);
+                s0[b] += a0;
+                s1[b] += a1;
+                n[b] += n[w];
+            }
+        }
+        for (unsigned e = 0; e < static_cast<unsigned>(Codebook::kEntries); e += mask + 1) {
             if (n[e] == 0) continue;  // an entry nobody chose keeps its value
             values[2 * e] = float_to_fp16(static_cast<float>(s0[e] / n[e]));
             values[2 * e + 1] = float_to_fp16(static_cast<float>(s1[e] / n[e]));
         }
+        values = impose_structure(values, m);
         if (opt.on_iteration) opt.on_iteration(it, error / static_cast<double>(data.size()));
     }
     return Codebook(values);
