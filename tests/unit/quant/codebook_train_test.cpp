@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
