@@ -13,8 +13,9 @@
 // operations a weight (7 for each of 2048 windows a weight, 9 with per-position weights)
 // at the GPU's FP32 rate without FMA (multiprocessors × 128 lanes × --clock-mhz, default
 // 1980, the H200's boost clock), and one CPU search (--cpu-check) for the ratio.
+// --codebook FILE quantises with that codebook instead of the built-in (its NMSE on FP4 input).
 // usage: quantize_speed_bench [--experts N] [--threads N] [--rotation on|off] [--importance]
-//                             [--gpus 0|1] [--blocks-per-sm 2|3] [--clock-mhz F]
+//                             [--gpus 0|1] [--blocks-per-sm 2|3] [--clock-mhz F] [--codebook FILE]
 #include "aff/core/thread_pool.hpp"
 #include "aff/quant/block_search.hpp"
 #include "aff/quant/codebook.hpp"
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
     std::size_t experts = 4, threads = 0;
     int gpus = 0, blocks_per_sm = 2;
     double clock_mhz = 1980;
+    std::string codebook_file;
     MatrixOptions opt;
     opt.rotation = Rotation::on;
     bool weighted = false;
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
         else if (a == "--gpus") gpus = std::stoi(next());
         else if (a == "--blocks-per-sm") blocks_per_sm = std::stoi(next());
         else if (a == "--clock-mhz") clock_mhz = std::stod(next());
+        else if (a == "--codebook") codebook_file = next();
         else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
     }
     aff::ThreadPool pool(threads);
@@ -122,7 +125,7 @@ int main(int argc, char** argv) {
         opt.search = timed.get();
     }
     const std::size_t I = 2048, D = 4096;
-    const Codebook& cb = Codebook::builtin();
+    const Codebook cb = codebook_file.empty() ? Codebook::builtin() : Codebook::read_file(codebook_file);
     double seconds = 0, weights = 0, err = 0, sig = 0;
     int rotated_count = 0;
     std::vector<float> back(D);
