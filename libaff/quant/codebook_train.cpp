@@ -5,6 +5,7 @@
 
 #include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
+#include "aff/quant/codebook_structure.hpp"
 #include "aff/quant/half.hpp"
 #include "aff/quant/trellis.hpp"
 
@@ -22,20 +23,16 @@ double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) +
 constexpr std::uint64_t kShards = 64;
 
 // The table whose base entries (index w & ~(2^m − 1)) are those of `values`, the other
-// entries derived from them by structure m (the trainer's own construction; readers
-// detect the structure with find_sign_structure).
+// entries derived from them by structure m as codebook_structure.hpp defines it.
 std::vector<std::uint16_t> impose_structure(const std::vector<std::uint16_t>& values, int m) {
-    if (m != 0 && m != 2 && m != 3)
-        throw Error(ErrorKind::usage, "sign structure " + std::to_string(m) + " is not one of 0, 2, 3");
-    std::vector<std::uint16_t> out(values.begin(), values.end());
-    if (m == 0) return out;
+    if (m != 0 && m != 2 && m != 3) throw_usage("sign structure " + std::to_string(m) + " is not one of 0, 2, 3");
+    std::vector<std::uint16_t> out(values);
     const unsigned mask = (1u << m) - 1;
-    for (unsigned w = 0; w < static_cast<unsigned>(Codebook::kEntries); ++w) {
-        const unsigned b = w & ~mask;
-        std::uint16_t c0 = values[2 * b], c1 = values[2 * b + 1];
-        if (m == 3 && (w & 4)) std::swap(c0, c1);
-        out[2 * w] = static_cast<std::uint16_t>(c0 ^ ((w & 1) ? 0x8000u : 0u));
-        out[2 * w + 1] = static_cast<std::uint16_t>(c1 ^ ((w & 2) ? 0x8000u : 0u));
+    for (std::uint32_t w = 0; m != 0 && w < static_cast<std::uint32_t>(Codebook::kEntries); ++w) {
+        const std::uint32_t b = w & ~mask;
+        const std::uint32_t e = sign_structured_entry(m, values[2 * b] | std::uint32_t{values[2 * b + 1]} << 16, w);
+        out[2 * w] = static_cast<std::uint16_t>(e & 0xffffu);
+        out[2 * w + 1] = static_cast<std::uint16_t>(e >> 16);
     }
     return out;
 }

@@ -9,6 +9,7 @@
 //                             [--passes N] [--structure 0|2|3] [--from-builtin | --from FILE]
 //                             [--out FILE.inc] [--save FILE]
 #include "aff/core/thread_pool.hpp"
+#include "aff/quant/codebook_structure.hpp"
 #include "aff/quant/codebook_train.hpp"
 #include "aff/quant/trellis.hpp"
 
@@ -18,30 +19,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 using namespace aff::quant;
 
-namespace {
-
-// The largest shift (3, then 2) whose sign structure holds bit for bit over all entries, else 0.
-int structure_shift(const Codebook& cb) {
-    const auto v = cb.fp16_values();
-    for (const unsigned m : {3u, 2u}) {
-        bool holds = true;
-        for (unsigned w = 0; w < 4096 && holds; ++w) {
-            const unsigned b = w & ~((1u << m) - 1);
-            unsigned c0 = v[2 * b], c1 = v[2 * b + 1];
-            if (m == 3 && (w & 4)) std::swap(c0, c1);
-            holds = v[2 * w] == (c0 ^ ((w & 1) ? 0x8000u : 0u)) && v[2 * w + 1] == (c1 ^ ((w & 2) ? 0x8000u : 0u));
-        }
-        if (holds) return static_cast<int>(m);
-    }
-    return 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     TrainOptions opt;
@@ -72,7 +53,7 @@ int main(int argc, char** argv) {
     };
     const Codebook start = from.empty() ? Codebook::builtin() : Codebook::read_file(from);
     const Codebook cb = train_codebook(opt, pool, from_builtin || !from.empty() ? &start : nullptr);
-    std::printf("sign structure of the result: shift %d (asked %d)\n", structure_shift(cb), opt.structure);
+    std::printf("sign structure of the result: shift %d (asked %d)\n", find_sign_structure(cb).shift, opt.structure);
 
     // Held out: 2048 blocks from another seed.
     const std::uint64_t test_blocks = 2048;

@@ -4,6 +4,7 @@
 // windows that chose one of its entries, recomputed here from the encoder's choices.
 #include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
+#include "aff/quant/codebook_structure.hpp"
 #include "aff/quant/codebook_train.hpp"
 #include "aff/quant/half.hpp"
 #include "aff/quant/trellis.hpp"
@@ -55,6 +56,7 @@ TEST_CASE("a sign-structured training gives a table that satisfies the structure
         opt.structure = m;
         const Codebook cb = train_codebook(opt, pool);
         CHECK(violations(cb, m) == 0);
+        CHECK(find_sign_structure(cb).shift == m);  // what a decoder detects
         // The check can fail: a shift-2 table is not a shift-3 one (a shift-3 table is also
         // a shift-2 one: its sign flips act on entry w & ~3 alike), and the unstructured
         // built-in fails at nearly every entry that is not a base entry.
