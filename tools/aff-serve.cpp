@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     std::string max_body = "16MiB";
     int timeout_s = 30;
     std::size_t ctx_size = 0;
+    std::string prefix_cache_mib = "4096";
     app.add_option("-m,--model", engine.model_path, "checkpoint directory or .aff container to serve");
     app.add_option("--tokenizer", engine.tokenizer_path,
                    "tokenizer.json (default: the checkpoint directory's, or the container's own)");
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
     app.add_option("--max-body", max_body, "largest request body accepted (413 above it)")->default_str("16MiB");
     app.add_option("--timeout-s", timeout_s, "seconds a client may take to send a request or to take output")
         ->check(CLI::Range(1, 3600))->default_str("30");
+    app.add_option("--prefix-cache-mib", prefix_cache_mib,
+                   "memory for snapshots of prompt prefixes, reused when a request resends them (0 = off)")
+        ->default_str("4096");
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
@@ -69,6 +74,15 @@ int main(int argc, char** argv) {
         engine.threads = threads;
         engine.backend.gpus = gpu.gpus;
         engine.backend.gpu_mib = gpu.gpu_mib;
+        {
+            std::uint64_t mib = 0;
+            const char* end = prefix_cache_mib.data() + prefix_cache_mib.size();
+            const auto [at, ec] = std::from_chars(prefix_cache_mib.data(), end, mib);
+            if (prefix_cache_mib.empty() || ec != std::errc() || at != end || mib > (std::uint64_t(1) << 40))
+                aff::throw_usage("--prefix-cache-mib: expected a whole number of MiB (0 turns the cache off), got \"" +
+                                 prefix_cache_mib + "\"");
+            engine.prefix_cache_bytes = std::size_t(mib) << 20;
+        }
         service.ctx_size = ctx_size;
         http.limits.max_body_bytes = std::size_t(aff::parse_size(max_body));
         http.request_timeout_ms = timeout_s * 1000;
@@ -92,10 +106,11 @@ int main(int argc, char** argv) {
                     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                     const std::size_t ctx = ctx_size ? std::min(ctx_size, model->context_size()) : model->context_size();
                     const std::string id = model->model_id(), where = model->backend_description();
+                    const std::string cache = model->prefix_cache_description();
                     svc.set_engine(std::move(model));
                     if (!common.quiet)
-                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens; %s)\n",
-                                     id.c_str(), s, ctx, where.c_str());
+                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens; %s; %s)\n",
+                                     id.c_str(), s, ctx, where.c_str(), cache.c_str());
                 }
             } catch (...) {
                 load_error = std::current_exception();

@@ -17,6 +17,28 @@
 namespace aff {
 namespace {
 
+// The CPU sequence state is plain host vectors (forward.hpp): a snapshot is a copy of it.
+class CpuSnapshot final : public BackendSnapshot {
+public:
+    explicit CpuSnapshot(DecodeState s) : state(std::move(s)) {}
+    std::int64_t position() const override { return state.position; }
+    std::size_t bytes() const override {
+        std::size_t floats = 0;
+        auto add = [&](const std::vector<LayerState>& layers) {
+            for (const LayerState& l : layers) {
+                floats += l.ring.size();
+                for (const CompressorState* c : {&l.compressor, &l.indexer})
+                    floats += c->pending_kv.size() + c->pending_gate.size() + c->prev_kv.size() + c->prev_gate.size() +
+                              c->entries.size();
+            }
+        };
+        add(state.layers);
+        add(state.mtp);
+        return floats * sizeof(float) + sizeof(*this) + (state.layers.size() + state.mtp.size()) * sizeof(LayerState);
+    }
+    DecodeState state;
+};
+
 class CpuBackend final : public ForwardBackend {
 public:
     explicit CpuBackend(const Model& m) : model_(m), state_(m.new_state()) {}
@@ -26,6 +48,13 @@ public:
     void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
         return model_.forward(state_, tokens, all_logits);
+    }
+    bool can_snapshot() const override { return true; }
+    std::unique_ptr<BackendSnapshot> snapshot() const override { return std::make_unique<CpuSnapshot>(state_); }
+    void restore(const BackendSnapshot& snapshot) override {
+        const auto* s = dynamic_cast<const CpuSnapshot*>(&snapshot);
+        if (!s) throw_usage("restore: the snapshot was not taken by the CPU backend");
+        state_ = s->state;
     }
 
 private:
@@ -54,6 +83,14 @@ private:
 #endif
 
 }  // namespace
+
+std::unique_ptr<BackendSnapshot> ForwardBackend::snapshot() const {
+    throw_unsupported(describe() + ": this backend cannot snapshot its sequence state");
+}
+
+void ForwardBackend::restore(const BackendSnapshot&) {
+    throw_unsupported(describe() + ": this backend cannot restore a sequence state");
+}
 
 bool gpu_support_built() {
 #if defined(AFF_HAVE_GPU)

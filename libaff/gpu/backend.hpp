@@ -21,6 +21,17 @@ struct BackendOptions {
     std::size_t gpu_mib = 0;     // --gpu-mib: device memory cap, 0 = all free memory
 };
 
+// A copy of a backend's sequence state at some position, taken by ForwardBackend::snapshot
+// and put back by restore (the server's prefix cache keeps these, keyed by the tokens run).
+// Only the backend that took it can restore it.
+class BackendSnapshot {
+public:
+    virtual ~BackendSnapshot() = default;
+    virtual std::int64_t position() const = 0;
+    // Memory the copy holds (host or device), for the cache's budget.
+    virtual std::size_t bytes() const = 0;
+};
+
 // One sequence on one forward pass.
 class ForwardBackend {
 public:
@@ -41,6 +52,16 @@ public:
     virtual void reset() = 0;
     // Model::forward's contract for this backend's sequence.
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
+
+    // Snapshots: whether this backend takes them (the CPU reference does; the GPU model does
+    // not yet). A restored snapshot continues exactly as the sequence it was taken from
+    // would have: forward() after restore gives the same logits, bit for bit.
+    virtual bool can_snapshot() const { return false; }
+    // Throws unsupported where can_snapshot() is false.
+    virtual std::unique_ptr<BackendSnapshot> snapshot() const;
+    // Replaces the sequence with the snapshot's. Throws usage for a snapshot another kind of
+    // backend took, unsupported where can_snapshot() is false.
+    virtual void restore(const BackendSnapshot& snapshot);
 };
 
 // True when this build was configured with a GPU backend (AFF_GPU not OFF).

@@ -10,11 +10,14 @@
 // calls (scheduler.hpp), so implementations need no locking of their own.
 #pragma once
 
+#include "aff/serve/prefix_cache.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -101,6 +104,15 @@ public:
     virtual std::span<const float> prefill(std::span<const std::int32_t> tokens) = 0;
     // Appends one token to the sequence and returns the logits for the next one.
     virtual std::span<const float> decode(std::int32_t token) = 0;
+    // The generation on this sequence is over (finished, cut off or cancelled): an engine
+    // with a prefix cache snapshots the state here, for a next turn that resends it all.
+    virtual void end_sequence() {}
+
+    // Prompt tokens the last prefill took from the prefix cache instead of computing them.
+    virtual std::size_t cached_tokens() const { return 0; }
+    // The prefix cache's counters, or nothing when this engine has none. Safe to call from
+    // any thread (the /metrics scrape), unlike the calls above.
+    virtual std::optional<PrefixCacheStats> prefix_cache_stats() const { return std::nullopt; }
 };
 
 }  // namespace aff::serve

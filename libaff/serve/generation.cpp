@@ -69,6 +69,7 @@ GenerationResult generate(Engine& engine, const std::vector<std::int32_t>& promp
     const auto t0 = Clock::now();
     std::span<const float> logits = engine.prefill(prompt);
     result.prompt_ms = ms_since(t0);
+    result.cached_tokens = engine.cached_tokens();
     const auto t1 = Clock::now();
 
     auto emit = [&](GenerationStep& step) {
@@ -122,6 +123,8 @@ GenerationResult generate(Engine& engine, const std::vector<std::int32_t>& promp
         if (!tail.text.empty()) emit(tail);
     }
     result.decode_ms = ms_since(t1);
+    // After the timing: the snapshot this may take is the cache's cost, not decoding's.
+    engine.end_sequence();
     return result;
 }
 

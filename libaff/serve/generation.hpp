@@ -43,8 +43,9 @@ const char* to_string(FinishReason reason);
 struct GenerationResult {
     FinishReason finish = FinishReason::stop;
     std::size_t prompt_tokens = 0;
+    std::size_t cached_tokens = 0;  // of prompt_tokens, taken from the prefix cache
     std::size_t completion_tokens = 0;
-    double prompt_ms = 0;  // prefill
+    double prompt_ms = 0;  // prefill (of the prompt tokens not cached)
     double decode_ms = 0;  // first sampled token to the end
     std::string text;      // everything released
 };

@@ -26,16 +26,18 @@ void Metrics::count_request(const std::string& path, int status) {
     ++requests_[{known ? (path.rfind("/v1/models/", 0) == 0 ? std::string("/v1/models/{id}") : path) : "other", status}];
 }
 
-void Metrics::add_generation(std::size_t prompt_tokens, double prompt_seconds, std::size_t generated_tokens,
-                             double decode_seconds) {
+void Metrics::add_generation(std::size_t prompt_tokens, std::size_t cached_tokens, double prompt_seconds,
+                             std::size_t generated_tokens, double decode_seconds) {
     std::lock_guard lock(mutex_);
     prompt_tokens_ += prompt_tokens;
+    cached_tokens_ += cached_tokens;
     generated_tokens_ += generated_tokens;
     prompt_seconds_ += prompt_seconds;
     decode_seconds_ += decode_seconds;
 }
 
-std::string Metrics::render(std::size_t waiting, bool busy, bool ready) const {
+std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
+                            const std::optional<PrefixCacheStats>& cache) const {
     std::string out;
     std::lock_guard lock(mutex_);
     header(out, "aff_requests_total", "counter", "HTTP requests answered, by path and status.");
@@ -47,8 +49,10 @@ std::string Metrics::render(std::size_t waiting, bool busy, bool ready) const {
     }
     header(out, "aff_request_errors_total", "counter", "HTTP requests answered with a status of 400 or more.");
     out += "aff_request_errors_total " + std::to_string(errors) + "\n";
-    header(out, "aff_prompt_tokens_total", "counter", "Prompt tokens prefilled.");
+    header(out, "aff_prompt_tokens_total", "counter", "Prompt tokens, computed or taken from the prefix cache.");
     out += "aff_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+    header(out, "aff_prompt_cached_tokens_total", "counter", "Prompt tokens taken from the prefix cache.");
+    out += "aff_prompt_cached_tokens_total " + std::to_string(cached_tokens_) + "\n";
     header(out, "aff_prompt_seconds_total", "counter", "Seconds spent in prefill.");
     out += "aff_prompt_seconds_total " + number(prompt_seconds_) + "\n";
     header(out, "aff_generated_tokens_total", "counter", "Tokens generated.");
@@ -65,6 +69,20 @@ std::string Metrics::render(std::size_t waiting, bool busy, bool ready) const {
     out += std::string("aff_generation_active ") + (busy ? "1" : "0") + "\n";
     header(out, "aff_ready", "gauge", "1 once the model is loaded.");
     out += std::string("aff_ready ") + (ready ? "1" : "0") + "\n";
+    if (cache) {
+        header(out, "aff_prefix_cache_capacity_bytes", "gauge", "Memory the prefix cache may hold (--prefix-cache-mib).");
+        out += "aff_prefix_cache_capacity_bytes " + std::to_string(cache->capacity_bytes) + "\n";
+        header(out, "aff_prefix_cache_bytes", "gauge", "Memory the prefix cache holds.");
+        out += "aff_prefix_cache_bytes " + std::to_string(cache->bytes) + "\n";
+        header(out, "aff_prefix_cache_entries", "gauge", "Snapshots the prefix cache holds.");
+        out += "aff_prefix_cache_entries " + std::to_string(cache->entries) + "\n";
+        header(out, "aff_prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.");
+        out += "aff_prefix_cache_lookups_total " + std::to_string(cache->lookups) + "\n";
+        header(out, "aff_prefix_cache_hits_total", "counter", "Lookups that restored a cached prefix.");
+        out += "aff_prefix_cache_hits_total " + std::to_string(cache->hits) + "\n";
+        header(out, "aff_prefix_cache_evictions_total", "counter", "Snapshots dropped to stay within the budget.");
+        out += "aff_prefix_cache_evictions_total " + std::to_string(cache->evictions) + "\n";
+    }
     return out;
 }
 

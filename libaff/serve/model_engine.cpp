@@ -2,6 +2,7 @@
 #include "aff/serve/model_engine.hpp"
 
 #include "aff/core/error.hpp"
+#include "aff/core/units.hpp"
 #include "aff/runtime/model_tokenizer.hpp"
 #include "aff/serve/dsv4_chat.hpp"
 #include "aff/tokenizer/dsv4_strings.hpp"
@@ -20,6 +21,14 @@ public:
 
 private:
     tokenizer::StreamDecoder decoder_;
+};
+
+// A backend snapshot as the prefix cache holds it.
+class SnapshotEntry final : public CachedState {
+public:
+    explicit SnapshotEntry(std::unique_ptr<BackendSnapshot> s) : snapshot(std::move(s)) {}
+    std::size_t bytes() const override { return snapshot->bytes(); }
+    std::unique_ptr<BackendSnapshot> snapshot;
 };
 
 // "DeepSeek-V4-Flash" for .../DeepSeek-V4-Flash/ or .../DeepSeek-V4-Flash.aff.
@@ -43,8 +52,10 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     auto pool = std::make_unique<ThreadPool>(options.threads);
     auto model = Model::load(options.model_path, *pool, options.forward);
     auto backend = ForwardBackend::open(*model, options.model_path, options.backend, options.forward);
-    return std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
-                                         id_from_path(options.model_path));
+    auto engine = std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
+                                                id_from_path(options.model_path));
+    engine->set_prefix_cache(options.prefix_cache_bytes);
+    return engine;
 }
 
 ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model,
@@ -71,6 +82,7 @@ ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model
     for (int id : model_->config().eos_token_ids)
         if (id >= 0 && std::size_t(id) < V) end_tokens_[std::size_t(id)] = true;
     if (auto eos = tokenizer_.token_to_id(chat::dsv4::eos)) end_tokens_[std::size_t(*eos)] = true;
+    if (auto a = tokenizer_.token_to_id(chat::dsv4::assistant)) assistant_token_ = *a;
 }
 
 std::size_t ModelEngine::context_size() const {
@@ -123,15 +135,83 @@ bool ModelEngine::is_end_token(std::int32_t token) const {
     return token >= 0 && std::size_t(token) < end_tokens_.size() && end_tokens_[std::size_t(token)];
 }
 
+void ModelEngine::set_prefix_cache(std::size_t bytes) {
+    sequence_valid_ = false;
+    const bool usable = backend_->can_snapshot();
+    cache_ = PrefixCache(usable ? bytes : 0);
+    cache_description_ = bytes == 0 ? "prefix cache off"
+                         : usable   ? "prefix cache " + format_bytes(bytes)
+                                    : "no prefix cache: this backend cannot snapshot its state yet";
+    publish_stats();
+}
+
 std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens) {
-    backend_->reset();
-    logits_ = backend_->forward(tokens, false);
+    cached_tokens_ = 0;
+    sequence_valid_ = false;
+    sequence_.assign(tokens.begin(), tokens.end());
+    if (!cache_.enabled() || tokens.size() < 2) {
+        backend_->reset();
+        logits_ = backend_->forward(tokens, false);
+    } else {
+        const std::size_t head = snapshot_point(tokens);
+        const PrefixCache::Match hit = cache_.find(tokens, tokens.size() - 1);
+        if (hit.state) {
+            backend_->restore(*static_cast<const SnapshotEntry&>(*hit.state).snapshot);
+            cached_tokens_ = hit.tokens;
+        } else {
+            backend_->reset();
+        }
+        std::size_t at = hit.tokens;
+        if (head > at) {
+            backend_->forward(tokens.subspan(at, head - at), false);
+            keep_snapshot(tokens.first(head));
+            at = head;
+        }
+        logits_ = backend_->forward(tokens.subspan(at), false);
+        publish_stats();
+    }
+    sequence_valid_ = true;
     return finish_logits();
 }
 
 std::span<const float> ModelEngine::decode(std::int32_t token) {
+    sequence_valid_ = false;
     logits_ = backend_->forward(std::span<const std::int32_t>(&token, 1), false);
+    sequence_.push_back(token);
+    sequence_valid_ = true;
     return finish_logits();
+}
+
+std::size_t ModelEngine::snapshot_point(std::span<const std::int32_t> tokens) const {
+    // Rendered chats end in <｜Assistant｜> and then <think> or </think> (plain text to this
+    // tokenizer). The next turn's prompt keeps everything up to that <｜Assistant｜> but, in
+    // thinking mode, writes </think> and the answer where this prompt opened <think>: the
+    // state just after the last <｜Assistant｜> is the one the next turn can use.
+    for (std::size_t i = tokens.size() - 1; i-- > 0;)
+        if (tokens[i] == assistant_token_) return i + 1;
+    return tokens.size() - 1;
+}
+
+void ModelEngine::end_sequence() {
+    if (!cache_.enabled() || !sequence_valid_ || sequence_.empty()) return;
+    keep_snapshot(sequence_);
+    publish_stats();
+}
+
+void ModelEngine::keep_snapshot(std::span<const std::int32_t> tokens) {
+    if (cache_.contains(tokens)) return;
+    cache_.insert({tokens.begin(), tokens.end()}, std::make_shared<SnapshotEntry>(backend_->snapshot()));
+}
+
+void ModelEngine::publish_stats() {
+    std::lock_guard lock(stats_mutex_);
+    if (cache_.enabled()) stats_ = cache_.stats();
+    else stats_.reset();
+}
+
+std::optional<PrefixCacheStats> ModelEngine::prefix_cache_stats() const {
+    std::lock_guard lock(stats_mutex_);
+    return stats_;
 }
 
 std::span<const float> ModelEngine::finish_logits() {

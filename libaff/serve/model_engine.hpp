@@ -3,7 +3,9 @@
 // sequence in flight, and the model's own tokenizer. Chats are rendered by the V4 encoding
 // the scripted test engine also uses (dsv4_chat.hpp) and encoded with the template's markup
 // as special tokens and the request's words as plain text, so a user cannot forge a turn
-// marker.
+// marker. With a prefix cache (prefix_cache.hpp) it snapshots the backend's state one
+// token before the end of each prompt and at the end of each generation, and starts a
+// prompt from the longest snapshot that prefixes it.
 #pragma once
 
 #include "aff/core/thread_pool.hpp"
@@ -13,6 +15,7 @@
 #include "aff/tokenizer/tokenizer.hpp"
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +28,9 @@ struct ModelEngineOptions {
     std::size_t threads = 0;     // 0 = one per hardware thread
     ForwardOptions forward;
     BackendOptions backend;      // --gpus, --gpu-mib
+    // --prefix-cache-mib: memory for prefix snapshots; 0 disables the cache. Backends that
+    // cannot snapshot (the GPU model, so far) run without it whatever this says.
+    std::size_t prefix_cache_bytes = std::size_t(4096) << 20;
 };
 
 class ModelEngine final : public Engine {
@@ -51,8 +57,22 @@ public:
     bool is_end_token(std::int32_t token) const override;
     // Logits of ids the tokenizer does not know (the vocabulary is padded past the
     // tokenizer's last id) are -infinity: they have no text, so they are never sampled.
+    // With the cache: restores the longest cached prefix of `tokens` (leaving at least the
+    // last token to run, for its logits), prefills up to snapshot_point(), snapshots there,
+    // then runs the rest. The logits are those of one whole prefill, bit for bit (the CPU
+    // forward does not depend on chunking; backend_snapshot_test checks it).
     std::span<const float> prefill(std::span<const std::int32_t> tokens) override;
     std::span<const float> decode(std::int32_t token) override;
+    // Snapshots the sequence as it ends (prompt and generated tokens), unless cached.
+    void end_sequence() override;
+    std::size_t cached_tokens() const override { return cached_tokens_; }
+    std::optional<PrefixCacheStats> prefix_cache_stats() const override;
+
+    // Sets the prefix cache's budget (0: off) and drops what it held. Without a call there
+    // is no cache (load() makes the call with ModelEngineOptions::prefix_cache_bytes).
+    void set_prefix_cache(std::size_t bytes);
+    // For the start-up line: "prefix cache 4.00 GiB", "prefix cache off", or why there is none.
+    const std::string& prefix_cache_description() const { return cache_description_; }
 
     const Model& model() const { return *model_; }
     // Where the forward runs (ForwardBackend::describe), for the server's start-up line.
@@ -62,6 +82,12 @@ public:
 
 private:
     std::span<const float> finish_logits();
+    // Snapshots the backend under `tokens` (the tokens it has run) unless already cached.
+    void keep_snapshot(std::span<const std::int32_t> tokens);
+    // Where a prompt of 2+ tokens is snapshotted: just after its last <｜Assistant｜> (the
+    // template's opening of the reply), else before its last token.
+    std::size_t snapshot_point(std::span<const std::int32_t> tokens) const;
+    void publish_stats();
     // Throws aff::Error (usage) for an id past the model's vocabulary (an added token of
     // the tokenizer that the embedding has no row for).
     void check_in_vocabulary(std::span<const tokenizer::TokenId> ids) const;
@@ -73,7 +99,15 @@ private:
     std::string model_id_;
     std::vector<bool> end_tokens_;   // by id: the config's EOS ids and the tokenizer's end of sentence
     std::vector<bool> has_text_;     // by id: the tokenizer knows it
+    std::int32_t assistant_token_ = -1;  // <｜Assistant｜>, where the tokenizer has it
     std::vector<float> logits_;
+    PrefixCache cache_{0};
+    std::string cache_description_ = "prefix cache off";
+    std::vector<std::int32_t> sequence_;  // the tokens the backend has run, while it is consistent
+    bool sequence_valid_ = false;          // false while a forward is under way or after it threw
+    std::size_t cached_tokens_ = 0;
+    mutable std::mutex stats_mutex_;       // guards stats_, read by the /metrics thread
+    std::optional<PrefixCacheStats> stats_;
 };
 
 }  // namespace aff::serve

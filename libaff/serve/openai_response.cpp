@@ -91,14 +91,17 @@ std::string ChatReplyBuilder::finish_reason(FinishReason reason) const {
 json usage_json(const GenerationResult& r) {
     return {{"prompt_tokens", r.prompt_tokens},
             {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+            {"total_tokens", r.prompt_tokens + r.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
 }
 
 json timings_json(const GenerationResult& r) {
     auto rate = [](std::size_t n, double ms) { return ms > 0 ? double(n) * 1000.0 / ms : 0.0; };
-    return {{"prompt_n", r.prompt_tokens},
+    const std::size_t computed = r.prompt_tokens - r.cached_tokens;
+    return {{"cache_n", r.cached_tokens},
+            {"prompt_n", computed},
             {"prompt_ms", r.prompt_ms},
-            {"prompt_per_second", rate(r.prompt_tokens, r.prompt_ms)},
+            {"prompt_per_second", rate(computed, r.prompt_ms)},
             {"predicted_n", r.completion_tokens},
             {"predicted_ms", r.decode_ms},
             {"predicted_per_second", rate(r.completion_tokens, r.decode_ms)}};

@@ -44,9 +44,11 @@ private:
     bool in_call_ = false;
 };
 
+// OpenAI's usage, with prompt_tokens_details.cached_tokens (the prefix cache's share).
 nlohmann::json usage_json(const GenerationResult& r);
-// llama.cpp's `timings` object: prompt_n, prompt_ms, prompt_per_second, predicted_n,
-// predicted_ms, predicted_per_second.
+// llama.cpp's `timings` object: cache_n (prompt tokens from the prefix cache), prompt_n
+// (prompt tokens computed), prompt_ms, prompt_per_second, predicted_n, predicted_ms,
+// predicted_per_second.
 nlohmann::json timings_json(const GenerationResult& r);
 
 // One entry of chat `logprobs.content`: token, logprob, bytes, top_logprobs.

@@ -114,10 +114,10 @@ void Service::handle(const HttpRequest& request, HttpResponse& response) {
 void Service::log_line(const HttpRequest& request, const Outcome& o, double ms) {
     if (!options_.log) return;
     char line[512];
-    std::snprintf(line, sizeof line, "%s %s %d prompt=%zu completion=%zu %.0fms",
+    std::snprintf(line, sizeof line, "%s %s %d prompt=%zu cached=%zu completion=%zu %.0fms",
                   request.method.empty() ? "-" : request.method.c_str(),
                   request.path.empty() ? "-" : request.path.substr(0, 200).c_str(), o.status, o.prompt_tokens,
-                  o.completion_tokens, ms);
+                  o.cached_tokens, o.completion_tokens, ms);
     std::lock_guard lock(log_mutex_);
     options_.log(line);
     if (options_.log_prompts && !o.prompt_log.empty()) options_.log("  prompt: " + o.prompt_log);
@@ -145,7 +145,9 @@ Service::Outcome Service::route(const HttpRequest& request, HttpResponse& respon
     };
     if (path == "/metrics") {
         if (auto o = only("GET")) return *o;
-        response.send(200, "text/plain; version=0.0.4", metrics_.render(scheduler_.waiting(), scheduler_.busy(), ready_));
+        response.send(200, "text/plain; version=0.0.4",
+                      metrics_.render(scheduler_.waiting(), scheduler_.busy(), ready_,
+                                      ready_ ? engine_->prefix_cache_stats() : std::nullopt));
         Outcome o;
         o.status = 200;
         return o;
@@ -209,8 +211,9 @@ std::optional<Service::Outcome> Service::wait_for_turn(Scheduler::Turn& turn, Ht
 // more is sent.
 bool Service::settle_generation(const GenerationResult& result, Scheduler::Turn& turn, bool stream,
                                 HttpResponse& response, Outcome& out) {
-    metrics_.add_generation(result.prompt_tokens, result.prompt_ms / 1000.0, result.completion_tokens,
-                            result.decode_ms / 1000.0);
+    metrics_.add_generation(result.prompt_tokens, result.cached_tokens, result.prompt_ms / 1000.0,
+                            result.completion_tokens, result.decode_ms / 1000.0);
+    out.cached_tokens = result.cached_tokens;
     turn.release();
     out.completion_tokens = result.completion_tokens;
     if (result.finish != FinishReason::cancelled) return false;

@@ -56,6 +56,7 @@ private:
     struct Outcome {
         int status = 0;
         std::size_t prompt_tokens = 0;
+        std::size_t cached_tokens = 0;
         std::size_t completion_tokens = 0;
         std::string prompt_log;  // with --log-prompts
     };

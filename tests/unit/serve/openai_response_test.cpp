@@ -72,8 +72,15 @@ TEST_CASE("usage and timings add up", "[serve]") {
     r.completion_tokens = 5;
     r.prompt_ms = 200;
     r.decode_ms = 500;
-    CHECK(usage_json(r) == json{{"prompt_tokens", 10}, {"completion_tokens", 5}, {"total_tokens", 15}});
+    r.cached_tokens = 6;
+    CHECK(usage_json(r) == json{{"prompt_tokens", 10},
+                                {"completion_tokens", 5},
+                                {"total_tokens", 15},
+                                {"prompt_tokens_details", {{"cached_tokens", 6}}}});
     const json t = timings_json(r);
-    CHECK(t["prompt_per_second"] == Approx(50.0));
+    // llama.cpp's split: cache_n from the cache, prompt_n computed (the rate is of those).
+    CHECK(t["cache_n"] == 6);
+    CHECK(t["prompt_n"] == 4);
+    CHECK(t["prompt_per_second"] == Approx(20.0));
     CHECK(t["predicted_per_second"] == Approx(10.0));
 }
