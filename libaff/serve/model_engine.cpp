@@ -186,10 +186,14 @@ std::size_t ModelEngine::snapshot_point(std::span<const std::int32_t> tokens) co
     // Rendered chats end in <｜Assistant｜> and then <think> or </think> (plain text to this
     // tokenizer). The next turn's prompt keeps everything up to that <｜Assistant｜> but, in
     // thinking mode, writes </think> and the answer where this prompt opened <think>: the
-    // state just after the last <｜Assistant｜> is the one the next turn can use.
-    for (std::size_t i = tokens.size() - 1; i-- > 0;)
+    // state just after the last <｜Assistant｜> is the one the next turn can use. Only the
+    // template's tail counts (the marker and a think tag of 3 tokens, with room to spare): a
+    // marker deep inside a raw completion prompt would put the snapshot far from its end.
+    constexpr std::size_t kTail = 8;
+    const std::size_t n = tokens.size();
+    for (std::size_t i = n - 1; i-- > 0 && n - i <= kTail;)
         if (tokens[i] == assistant_token_) return i + 1;
-    return tokens.size() - 1;
+    return n - 1;
 }
 
 void ModelEngine::end_sequence() {

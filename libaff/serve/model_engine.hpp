@@ -84,8 +84,8 @@ private:
     std::span<const float> finish_logits();
     // Snapshots the backend under `tokens` (the tokens it has run) unless already cached.
     void keep_snapshot(std::span<const std::int32_t> tokens);
-    // Where a prompt of 2+ tokens is snapshotted: just after its last <｜Assistant｜> (the
-    // template's opening of the reply), else before its last token.
+    // Where a prompt of 2+ tokens is snapshotted: just after a <｜Assistant｜> among its last
+    // 8 tokens (the template's opening of the reply), else before its last token.
     std::size_t snapshot_point(std::span<const std::int32_t> tokens) const;
     void publish_stats();
     // Throws aff::Error (usage) for an id past the model's vocabulary (an added token of

@@ -170,6 +170,15 @@ TEST_CASE("model engine: a repeated prompt is prefilled from its own snapshot", 
     // No <｜Assistant｜> in a plain prompt: the snapshot is one token short of the end.
     CHECK(e->cached_tokens() == prompt.size() - 1);
     CHECK(std::vector<float>(second.begin(), second.end()) == a);
+    // A <｜Assistant｜> far from the end of a raw prompt does not move the snapshot there.
+    const std::vector<std::int32_t> raw =
+        e->tokenize("<｜Assistant｜> and so the story went on and on, for many more words than eight", true);
+    REQUIRE(raw[1] == kAssistant);
+    REQUIRE(raw.size() > 12);
+    e->prefill(raw);
+    e->end_sequence();
+    e->prefill(raw);
+    CHECK(e->cached_tokens() == raw.size() - 1);
     // A one-token prompt has nothing to cache.
     e->prefill(std::vector<std::int32_t>{0});
     CHECK(e->cached_tokens() == 0);
