@@ -58,25 +58,35 @@ TEST_CASE("a sign-structured training gives a table that satisfies the structure
         CHECK(violations(cb, m) == 0);
         CHECK(find_sign_structure(cb).shift == m);  // what a decoder detects
         // The check can fail: a shift-2 table is not a shift-3 one (a shift-3 table is also
-        // a shift-2 one: its sign flips act on entry w & ~3 alike), and the unstructured
-        // built-in fails at nearly every entry that is not a base entry.
+        // a shift-2 one: its sign flips act on entry w & ~3 alike), and the same training
+        // without structure fails at nearly every entry that is not a base entry.
         if (m == 2) CHECK(violations(cb, 3) > 1000);
         if (m == 3) CHECK(violations(cb, 2) == 0);
-        CHECK(violations(Codebook::builtin(), m) > (4096 - (4096 >> m)) * 9 / 10);
+        TrainOptions plain = opt;
+        plain.structure = 0;
+        CHECK(violations(train_codebook(plain, pool), m) > (4096 - (4096 >> m)) * 9 / 10);
         // Training moved the entries away from the random start.
         opt.iterations = 0;
         const Codebook start = train_codebook(opt, pool);
         CHECK(violations(start, m) == 0);
         CHECK(start.digest() != cb.digest());
         // An unstructured start keeps its base entries and derives the others.
-        const Codebook from_builtin = train_codebook(opt, pool, &Codebook::builtin());
-        CHECK(violations(from_builtin, m) == 0);
+        const Codebook unstructured = train_codebook(plain, pool);
+        const Codebook projected = train_codebook(opt, pool, &unstructured);
+        CHECK(violations(unstructured, m) > 1000);
+        CHECK(violations(projected, m) == 0);
         int same_base = 0;
         for (unsigned b = 0; b < 4096; b += 1u << m)
-            same_base += from_builtin.fp16_values()[2 * b] == Codebook::builtin().fp16_values()[2 * b] &&
-                         from_builtin.fp16_values()[2 * b + 1] == Codebook::builtin().fp16_values()[2 * b + 1];
+            same_base += projected.fp16_values()[2 * b] == unstructured.fp16_values()[2 * b] &&
+                         projected.fp16_values()[2 * b + 1] == unstructured.fp16_values()[2 * b + 1];
         CHECK(same_base == 4096 >> m);
     }
+}
+
+TEST_CASE("the built-in codebook is sign-structured with shift 3", "[quant]") {
+    CHECK(violations(Codebook::builtin(), 3) == 0);
+    CHECK(find_sign_structure(Codebook::builtin()).shift == 3);
+    CHECK(find_sign_structure(Codebook::builtin()).base.size() == 512);
 }
 
 TEST_CASE("one structured Lloyd step moves each base entry to the mean of its windows' un-flipped targets", "[quant]") {
