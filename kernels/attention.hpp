@@ -41,8 +41,10 @@ struct AttentionArgs {
     int ratio = 0;           // compress ratio (visibility rule); ignored without entries
     int selected_stride = 0;
     // Optional, for decode: device scratch of attention_scratch_bytes(n, heads, head_dim). With
-    // it, a launch of few blocks (n · heads / 2 under ~4 per SM) also splits each query's keys
-    // into ranges merged by a second kernel; without it, one block per (head pair, token).
+    // it, the decode kernel (kernels/attention_decode.hip): a block takes 16 heads of a token
+    // against one range of its keys, reading each key row once for all 16, and a second kernel
+    // merges the ranges (several when the launch has few blocks); without it, one block per
+    // (head pair, token), which suits long prefill chunks.
     float* scratch = nullptr;
     // Graph replay (libaff/gpu/forward.cpp): when set, the chunk's start is read here (device
     // memory) when the kernel runs and `start` is ignored; the entries visible to a query then
@@ -55,10 +57,22 @@ struct AttentionArgs {
 // Throws unsupported for a head_dim other than 32/64/128/256/512 or n out of range.
 void attention(const AttentionArgs& a, void* stream);
 
-// Bytes of scratch a launch of n tokens may use (n = 4, 64 × 512: 16.8 MB; decode only needs it).
+// Decode of several sequences in one launch (the forward's batch 1-4): seqs[i] as attention()
+// takes it, each with its own state, start or start_at, tokens and scratch (required); the same
+// heads, head_dim, window and kind (sliding, CSA with a selection, HCA) for all. Each sequence
+// gets exactly what attention(seqs[i]) gives it (the same ranges, summed in the same order).
+// rings: null, or each sequence's ring (seqs[i].ring, writable): the launch also stores the
+// sequence's token there as ring_store does. Only for one token a sequence (n = 1): that
+// query never reads the slot its token replaces (position start − window), the only case where
+// the store cannot race the reads.
+inline constexpr int kAttentionMaxBatch = 4;
+void attention_batch(const AttentionArgs* seqs, int count, float* const* rings, void* stream);
+
+// Bytes of scratch a launch of n tokens may use (n = 4, 64 × 512: 33.7 MB; decode only needs it).
 size_t attention_scratch_bytes(int n, int heads, int head_dim);
 
-// The key ranges per query a launch uses (1 without scratch); for tests and benchmarks.
+// The key ranges per query a launch uses (1 without scratch; with start_at an upper bound, the
+// kernel leaves the ranges past a query's last key empty); for tests and benchmarks.
 int attention_splits(const AttentionArgs& a);
 
 // ring[(start + t) mod window] ← kv[t] for the chunk's last min(n, window) tokens. Launch after
@@ -68,8 +82,8 @@ void ring_store(float* ring, const float* kv, int n, int head_dim, int window, i
                 const int32_t* start_at = nullptr);
 
 // fp32 dot products and softmax, summed in another order than the CPU (online softmax over
-// warps and key ranges): measured up to 1.2e-12 (max relative error 2.3e-6) on the H200,
-// 2026-11-29 (tests/gpu/attention_test.cpp).
+// warps or key tiles and key ranges): measured up to 1.2e-12 (max relative error 2.3e-6) on
+// the H200, 2026-11-29 (tests/gpu/attention_test.cpp).
 inline constexpr double attention_max_nmse = 1e-10;
 
 }  // namespace aff::gpu

@@ -3,7 +3,9 @@
 // projections, or from the pending/previous state for tokens of earlier calls), then the
 // block normalises and rotates the entry. Advance: a thread per state element; each thread
 // reads the old pending value it needs for the previous-window copy before overwriting the
-// same element, so no element is read after another thread wrote it.
+// same element, so no element is read after another thread wrote it. Both kernels take a list
+// of steps (grid y), each with its own state and sizes: one launch pair for every sequence of
+// a decode batch and both compressors of a CSA layer.
 #include "kernels/compressor.hpp"
 
 #include "aff/gpu/check.hpp"
@@ -14,6 +16,20 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxDim = 512;
+
+struct Steps {
+    CompressorArgs step[kCompressorMaxBatch];
+    int count = 0;
+};
+
+// Step i of the list by value; the unrolled constant indices keep the list in parameter space.
+__device__ inline CompressorArgs pick(const Steps& s, int i) {
+    CompressorArgs a = s.step[0];
+#pragma unroll
+    for (int k = 1; k < kCompressorMaxBatch; ++k)
+        if (i == k) a = s.step[k];
+    return a;
+}
 
 // Slot i of window `win`, channel c of the full-width row: kv value and gate logit (ape added).
 __device__ inline void window_slot(const CompressorArgs& a, long long win, int i, int c, int width, float& kv,
@@ -43,9 +59,10 @@ __device__ inline void previous_slot(const CompressorArgs& a, long long win, int
     }
 }
 
-__global__ void __launch_bounds__(kThreads) compressor_emit_kernel(CompressorArgs a) {
+__global__ void __launch_bounds__(kThreads) compressor_emit_kernel(Steps steps) {
     __shared__ float entry[kMaxDim];
     __shared__ float red[kThreads / kWarp];
+    CompressorArgs a = pick(steps, static_cast<int>(dev::block_y()));
     if (a.start_at) a.start = *a.start_at;
     const long long win = a.start / a.ratio + dev::block_x();
     if (win >= (a.start + a.n) / a.ratio) return;  // start_at: more blocks than windows
@@ -108,7 +125,8 @@ __global__ void __launch_bounds__(kThreads) compressor_emit_kernel(CompressorArg
     for (int d = static_cast<int>(dev::thread_x()); d < a.dim; d += kThreads) out[d] = entry[d];
 }
 
-__global__ void __launch_bounds__(kThreads) compressor_advance_kernel(CompressorArgs a) {
+__global__ void __launch_bounds__(kThreads) compressor_advance_kernel(Steps steps) {
+    CompressorArgs a = pick(steps, static_cast<int>(dev::block_y()));
     if (a.start_at) a.start = *a.start_at;
     const int width = a.overlap ? 2 * a.dim : a.dim;
     const int idx = static_cast<int>(dev::block_x()) * kThreads + static_cast<int>(dev::thread_x());
@@ -133,25 +151,44 @@ __global__ void __launch_bounds__(kThreads) compressor_advance_kernel(Compressor
 
 }  // namespace
 
-void compressor(const CompressorArgs& a, void* stream) {
+namespace {
+void check_step(const CompressorArgs& a) {
     if (a.n < 0 || a.start < 0 || a.ratio <= 0) throw_argument("compressor", "n, start must be >= 0 and ratio > 0");
     if (a.dim <= 0 || a.dim > kMaxDim) throw_argument("compressor", "dim must be in 1..512");
     if (a.rope_dim < 0 || a.rope_dim % 2 != 0 || a.rope_dim > a.dim) throw_argument("compressor", "rope_dim must be even and <= dim");
     if (a.overlap && (!a.prev_kv || !a.prev_gate)) throw_argument("compressor", "CSA (overlap) needs the previous-window state");
-    if (a.n == 0) return;
+}
+}  // namespace
+
+void compressor_batch(const CompressorArgs* list, int count, void* stream) {
+    if (count < 0 || count > kCompressorMaxBatch) throw_argument("compressor", "0 to 8 steps a launch");
+    Steps steps;
+    long long windows = 0, blocks = 0;
+    for (int i = 0; i < count; ++i) {
+        const CompressorArgs& a = list[i];
+        check_step(a);
+        if (a.n == 0) continue;
+        // With start_at the windows depend on the start read on the device: enough blocks for any.
+        const long long w = a.start_at ? a.n / a.ratio + 1
+                                       : compressor_end_entry(a.start, a.n, a.ratio) - compressor_first_entry(a.start, a.ratio);
+        const int width = a.overlap ? 2 * a.dim : a.dim;
+        windows = w > windows ? w : windows;
+        const long long b = (static_cast<long long>(a.ratio) * width + kThreads - 1) / kThreads;
+        blocks = b > blocks ? b : blocks;
+        steps.step[steps.count++] = a;
+    }
+    if (steps.count == 0) return;
+    for (int i = steps.count; i < kCompressorMaxBatch; ++i) steps.step[i] = CompressorArgs{};
     const hipStream_t s = static_cast<hipStream_t>(stream);
-    // With start_at the windows depend on the start read on the device: enough blocks for any.
-    const long long windows = a.start_at ? a.n / a.ratio + 1
-                                         : compressor_end_entry(a.start, a.n, a.ratio) -
-                                               compressor_first_entry(a.start, a.ratio);
+    const unsigned y = static_cast<unsigned>(steps.count);
     if (windows > 0) {
-        compressor_emit_kernel<<<dim3(static_cast<unsigned>(windows)), dim3(kThreads), 0, s>>>(a);
+        compressor_emit_kernel<<<dim3(static_cast<unsigned>(windows), y), dim3(kThreads), 0, s>>>(steps);
         AFF_GPU_CHECK(hipGetLastError());
     }
-    const int width = a.overlap ? 2 * a.dim : a.dim;
-    const unsigned blocks = static_cast<unsigned>((a.ratio * width + kThreads - 1) / kThreads);
-    compressor_advance_kernel<<<dim3(blocks), dim3(kThreads), 0, s>>>(a);
+    compressor_advance_kernel<<<dim3(static_cast<unsigned>(blocks), y), dim3(kThreads), 0, s>>>(steps);
     AFF_GPU_CHECK(hipGetLastError());
 }
+
+void compressor(const CompressorArgs& a, void* stream) { compressor_batch(&a, 1, stream); }
 
 }  // namespace aff::gpu

@@ -53,6 +53,13 @@ struct CompressorArgs {
 // previous-window state. Throws unsupported for sizes out of range.
 void compressor(const CompressorArgs& a, void* stream);
 
+// Up to 8 independent steps (each its own state, sizes, kind and start) in the same two
+// launches: every sequence of a decode batch, and a CSA layer's main and indexer compressors
+// at once. Each step's results are exactly those of compressor() on it alone. The steps must
+// not share state.
+inline constexpr int kCompressorMaxBatch = 8;
+void compressor_batch(const CompressorArgs* steps, int count, void* stream);
+
 // Entries completed by a chunk: rows [start / ratio, (start + n) / ratio).
 inline int64_t compressor_first_entry(int64_t start, int ratio) { return start / ratio; }
 inline int64_t compressor_end_entry(int64_t start, int n, int ratio) { return (start + n) / ratio; }

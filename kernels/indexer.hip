@@ -2,6 +2,8 @@
 // Scores: one block per (token, tile of 16 entries); the token's queries and weights and the
 // tile's keys sit in shared memory, sixteen head groups each sum their heads for every entry
 // of the tile, and the groups' sums are added in a fixed order.
+// Both kernels take a list of sequences (each its own keys and start; tokens as rows of the
+// shared activations): a launch covers a decode batch.
 // Top-k: one block per token. Each entry gets a 64-bit key, the order-preserving bits of its
 // score above the complement of its index, so all keys differ and "larger key" is exactly
 // the CPU's order (higher score, then lower index). A radix select, eight bits a pass from the
@@ -26,23 +28,43 @@ __host__ __device__ inline int visible(int count, long long p, int ratio) {
     return v < count ? static_cast<int>(v) : count;
 }
 
+struct Batch {
+    IndexerSeq seq[kIndexerMaxBatch];
+    int count = 0;
+    int max_n = 0;
+};
+
+// Sequence i of the batch by value; the unrolled constant indices keep it in parameter space.
+__device__ inline IndexerSeq pick(const Batch& b, int i) {
+    IndexerSeq s = b.seq[0];
+#pragma unroll
+    for (int k = 1; k < kIndexerMaxBatch; ++k)
+        if (i == k) s = b.seq[k];
+    return s;
+}
+
+// Block (entry tile, sequence · max_n + token).
 __global__ void __launch_bounds__(kThreads) indexer_scores_kernel(const float* __restrict__ q, const float* __restrict__ w,
-                                                                  const float* __restrict__ keys, float* scores, int heads,
-                                                                  int dim, long long start, int ratio, int count,
-                                                                  int stride, const int32_t* start_at) {
-    if (start_at) start = *start_at;
+                                                                  Batch b, float* scores, int heads, int dim, int ratio,
+                                                                  int stride) {
+    const IndexerSeq sq_ = pick(b, static_cast<int>(dev::block_y()) / b.max_n);
+    const int t = static_cast<int>(dev::block_y()) % b.max_n;
+    if (t >= sq_.n) return;
+    const long long start = sq_.start_at ? *sq_.start_at : sq_.start;
+    const int count = sq_.count;
+    const float* __restrict__ keys = sq_.keys;
+    const int row = sq_.row + t;
     extern __shared__ float smem[];
     float* sq = smem;                          // [heads, dim]
     float* sw = sq + heads * dim;              // [heads]
     float* sk = sw + heads;                    // [kTile, dim + 1] (padded: one bank per entry)
     float* red = sk + kTile * (dim + 1);       // [kGroups, kTile]
-    const int t = static_cast<int>(dev::block_y());
     const int e0 = static_cast<int>(dev::block_x()) * kTile;
     const int vis = visible(count, start + t, ratio);
     if (e0 >= vis) return;  // whole block: uniform
     const int tid = static_cast<int>(dev::thread_x());
-    for (int i = tid; i < heads * dim; i += kThreads) sq[i] = q[static_cast<size_t>(t) * heads * dim + i];
-    for (int i = tid; i < heads; i += kThreads) sw[i] = w[static_cast<size_t>(t) * heads + i];
+    for (int i = tid; i < heads * dim; i += kThreads) sq[i] = q[static_cast<size_t>(row) * heads * dim + i];
+    for (int i = tid; i < heads; i += kThreads) sw[i] = w[static_cast<size_t>(row) * heads + i];
     for (int i = tid; i < kTile * dim; i += kThreads) {
         const int e = i / dim, c = i % dim;
         sk[e * (dim + 1) + c] = e0 + e < vis ? keys[static_cast<size_t>(e0 + e) * dim + c] : 0.0f;
@@ -69,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) indexer_scores_kernel(const float* _
     if (g == 0 && e0 + e < vis) {
         float total = 0.0f;
         for (int i = 0; i < kGroups; ++i) total += red[i * kTile + e];
-        scores[static_cast<size_t>(t) * stride + e0 + e] = total;
+        scores[static_cast<size_t>(row) * stride + e0 + e] = total;
     }
 }
 
@@ -80,19 +102,23 @@ __device__ inline unsigned long long sort_key(float score, int index) {
     return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<unsigned>(index));
 }
 
-__global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float* __restrict__ scores, int stride,
-                                                                    long long start, int ratio, int count, int k,
-                                                                    int32_t* selected, int32_t* selected_count,
-                                                                    const int32_t* start_at) {
-    if (start_at) start = *start_at;
+// Block (sequence · max_n + token).
+__global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float* __restrict__ scores, int stride, Batch b,
+                                                                    int ratio, int k, int32_t* selected,
+                                                                    int32_t* selected_count) {
+    const IndexerSeq sq = pick(b, static_cast<int>(dev::block_x()) / b.max_n);
+    const int tok = static_cast<int>(dev::block_x()) % b.max_n;
+    if (tok >= sq.n) return;
+    const long long start = sq.start_at ? *sq.start_at : sq.start;
+    const int count = sq.count;
     __shared__ unsigned hist[256];
     __shared__ unsigned long long s_prefix, s_mask;
     __shared__ unsigned s_remaining, s_found;
     __shared__ int s_done;
     __shared__ unsigned long long buf[kIndexerMaxTopk];
-    const int t = static_cast<int>(dev::block_x());
+    const int t = sq.row + tok;  // the token's row
     const int tid = static_cast<int>(dev::thread_x());
-    const int vis = visible(count, start + t, ratio);
+    const int vis = visible(count, start + tok, ratio);
     const int keep = vis < k ? vis : k;
     const float* row = scores + static_cast<size_t>(t) * stride;
     int32_t* out = selected + static_cast<size_t>(t) * k;
@@ -168,22 +194,57 @@ __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float*
 
 }  // namespace
 
-void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
-                    int64_t start, int ratio, int count, int stride, void* stream, const int32_t* start_at) {
+namespace {
+void check_scores(int n, int heads, int head_dim, int64_t start, int ratio, int count) {
     if (n < 0 || n > 65535 || heads <= 0 || head_dim <= 0 || head_dim % 4 != 0 || heads * head_dim > kMaxQ)
         throw_argument("indexer_scores", "heads · head_dim must be at most 8192, head_dim a multiple of 4, n <= 65535");
     if (ratio <= 0 || count < 0 || start < 0) throw_argument("indexer_scores", "ratio must be > 0, count and start >= 0");
-    // The last token sees the most; with start_at, count bounds what any start can see.
-    const int vis = start_at ? count : visible(count, start + n - 1, ratio);
-    if (n == 0 || vis == 0) return;
+}
+
+// The most entries any token of the sequence may see (with start_at: count bounds them).
+int most_visible(const IndexerSeq& s, int ratio) {
+    return s.start_at ? s.count : visible(s.count, s.start + s.n - 1, ratio);
+}
+
+void launch_scores(const float* q, const float* w, float* scores, const Batch& b, int heads, int head_dim, int ratio,
+                   int stride, int vis, hipStream_t s) {
+    if (b.max_n == 0 || vis == 0) return;
     if (stride < vis) throw_argument("indexer_scores", "stride is smaller than the visible entries");
     const size_t shared = sizeof(float) * (static_cast<size_t>(heads) * head_dim + heads + kTile * (head_dim + 1) +
                                            kGroups * kTile);
     if (shared > 48 * 1024) throw_argument("indexer_scores", "shapes need more than 48 KiB of shared memory");
-    const dim3 grid(static_cast<unsigned>((vis + kTile - 1) / kTile), static_cast<unsigned>(n));
-    indexer_scores_kernel<<<grid, dim3(kThreads), shared, static_cast<hipStream_t>(stream)>>>(
-        q, w, keys, scores, heads, head_dim, static_cast<long long>(start), ratio, count, stride, start_at);
+    const dim3 grid(static_cast<unsigned>((vis + kTile - 1) / kTile), static_cast<unsigned>(b.count * b.max_n));
+    indexer_scores_kernel<<<grid, dim3(kThreads), shared, s>>>(q, w, b, scores, heads, head_dim, ratio, stride);
     AFF_GPU_CHECK(hipGetLastError());
+}
+
+void launch_topk(const float* scores, int stride, const Batch& b, int ratio, int k, int32_t* selected,
+                 int32_t* selected_count, hipStream_t s) {
+    if (b.max_n == 0) return;
+    indexer_topk_kernel<<<dim3(static_cast<unsigned>(b.count * b.max_n)), dim3(kTopkThreads), 0, s>>>(
+        scores, stride, b, ratio, k, selected, selected_count);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+Batch single(const float* keys, int n, int64_t start, int count, const int32_t* start_at) {
+    Batch b;
+    b.seq[0].keys = keys;
+    b.seq[0].n = n;
+    b.seq[0].start = start;
+    b.seq[0].start_at = start_at;
+    b.seq[0].count = count;
+    b.count = 1;
+    b.max_n = n;
+    return b;
+}
+}  // namespace
+
+void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
+                    int64_t start, int ratio, int count, int stride, void* stream, const int32_t* start_at) {
+    check_scores(n, heads, head_dim, start, ratio, count);
+    const Batch b = single(keys, n, start, count, start_at);
+    launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, most_visible(b.seq[0], ratio),
+                  static_cast<hipStream_t>(stream));
 }
 
 void indexer_topk(const float* scores, int n, int stride, int64_t start, int ratio, int count, int k, int32_t* selected,
@@ -191,9 +252,31 @@ void indexer_topk(const float* scores, int n, int stride, int64_t start, int rat
     if (k <= 0 || k > kIndexerMaxTopk) throw_argument("indexer_topk", "k must be in 1..2048");
     if (n < 0 || ratio <= 0 || count < 0 || start < 0) throw_argument("indexer_topk", "bad sizes");
     if (n == 0) return;
-    indexer_topk_kernel<<<dim3(static_cast<unsigned>(n)), dim3(kTopkThreads), 0, static_cast<hipStream_t>(stream)>>>(
-        scores, stride, static_cast<long long>(start), ratio, count, k, selected, selected_count, start_at);
-    AFF_GPU_CHECK(hipGetLastError());
+    launch_topk(scores, stride, single(nullptr, n, start, count, start_at), ratio, k, selected, selected_count,
+                static_cast<hipStream_t>(stream));
+}
+
+void indexer_batch(const float* q, const float* w, float* scores, int32_t* selected, int32_t* selected_count,
+                   const IndexerSeq* seqs, int count, int heads, int head_dim, int ratio, int stride, int k,
+                   void* stream) {
+    if (count < 1 || count > kIndexerMaxBatch) throw_argument("indexer_batch", "1 to 4 sequences a launch");
+    if (k <= 0 || k > kIndexerMaxTopk) throw_argument("indexer_topk", "k must be in 1..2048");
+    Batch b;
+    b.count = count;
+    int vis = 0;
+    for (int i = 0; i < count; ++i) {
+        check_scores(seqs[i].n, heads, head_dim, seqs[i].start, ratio, seqs[i].count);
+        if (seqs[i].row < 0) throw_argument("indexer_batch", "row must be >= 0");
+        b.seq[i] = seqs[i];
+        if (seqs[i].n > b.max_n) b.max_n = seqs[i].n;
+        if (seqs[i].n > 0) {
+            const int v = most_visible(seqs[i], ratio);
+            vis = v > vis ? v : vis;
+        }
+    }
+    const hipStream_t s = static_cast<hipStream_t>(stream);
+    launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, vis, s);
+    launch_topk(scores, stride, b, ratio, k, selected, selected_count, s);
 }
 
 }  // namespace aff::gpu

@@ -32,6 +32,24 @@ void indexer_topk(const float* scores, int n, int stride, int64_t start, int rat
 
 inline constexpr int kIndexerMaxTopk = 2048;
 
+// Several sequences' tokens in the same two launches (scores, then top-k): the forward's decode
+// batch. Sequence i's tokens are rows row .. row+n−1 of q [rows, heads, head_dim], w [rows,
+// heads], scores [rows, stride], selected [rows, k] and selected_count [rows]; its keys, start
+// (or start_at) and count are its own. Each sequence's results are exactly indexer_scores and
+// indexer_topk on it alone.
+inline constexpr int kIndexerMaxBatch = 4;
+struct IndexerSeq {
+    const float* keys = nullptr;
+    int row = 0;
+    int n = 0;
+    int64_t start = 0;
+    const int32_t* start_at = nullptr;
+    int count = 0;
+};
+void indexer_batch(const float* q, const float* w, float* scores, int32_t* selected, int32_t* selected_count,
+                   const IndexerSeq* seqs, int count, int heads, int head_dim, int ratio, int stride, int k,
+                   void* stream);
+
 // fp32 dots summed in another order than the CPU. The selection itself is exact: the device
 // test feeds both sides the same scores and requires identical index lists. Scores measured up
 // to 8e-14 (max relative error 3.4e-7) on the H200, 2026-11-29.

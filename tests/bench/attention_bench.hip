@@ -7,7 +7,9 @@
 // several times the L2), as decode over 43 layers would. Random data, never zeros. Timing:
 // events around a captured graph of back-to-back launches, median of 7 (gpu_bench.hpp). The
 // last three lines are the CSA batch-1 figure, its bound and the ratio (tests/bench/RESULTS.md).
-// Launches pass decode scratch, so batch-1/4 steps take the split-range path.
+// Launches pass decode scratch, so they take the decode kernel (kernels/attention_decode.hip).
+// Rows "4x1": 4 sequences of one token, each its own ring and entries, in one attention_batch
+// launch that also stores their rings (the forward's batch-4 decode step).
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "kernels/attention.hpp"
@@ -54,6 +56,7 @@ struct Case {
     int entries;    // in the pool
     int selected;   // CSA: per token; 0 = HCA (every visible entry) or sliding (no pool)
     int ratio;
+    int seqs = 1;   // > 1: that many sequences of `batch` tokens, each its own state, one attention_batch
 };
 
 }  // namespace
@@ -67,15 +70,18 @@ int main() {
         const double ceiling = measure_read_ceiling(info.multiprocessors);
         std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
         std::mt19937 rng(4242);
-        const Case cases[] = {{"sliding", 1, 0, 0, 0},     {"sliding", 4, 0, 0, 0},      {"csa 64K", 1, 16384, 512, 4},
-                              {"csa 64K", 4, 16384, 512, 4}, {"hca 1M", 1, 8192, 0, 128}, {"hca 1M", 4, 8192, 0, 128}};
+        const Case cases[] = {{"sliding", 1, 0, 0, 0},          {"sliding", 4, 0, 0, 0},
+                              {"csa 64K", 1, 16384, 512, 4},      {"csa 64K", 4, 16384, 512, 4},
+                              {"hca 1M", 1, 8192, 0, 128},        {"hca 1M", 4, 8192, 0, 128},
+                              {"sliding", 1, 0, 0, 0, 4},         {"csa 64K", 1, 16384, 512, 4, 4},
+                              {"hca 1M", 1, 8192, 0, 128, 4}};
         std::printf("%-10s %5s %8s %10s %10s %8s %8s\n", "layer", "batch", "keys", "MB/step", "graph us", "TB/s", "ceiling");
         double csa1_rate = 0.0;
         for (const Case& c : cases) {
             const int n = c.batch;
             const int64_t start = c.ratio ? static_cast<int64_t>(c.entries) * c.ratio - n : 65536 - n;
             const size_t layer_bytes = (static_cast<size_t>(kWindow) + c.entries) * kDim * sizeof(float);
-            const int copies = static_cast<int>(std::max<size_t>(4, (size_t{512} << 20) / layer_bytes));
+            const int copies = static_cast<int>(std::max<size_t>(4, (size_t{512} << 20) / layer_bytes)) * c.seqs;
             std::vector<Buffer> rings, pools, sels;
             for (int i = 0; i < copies; ++i) {
                 rings.push_back(random_floats(static_cast<size_t>(kWindow) * kDim, rng));
@@ -88,47 +94,62 @@ int main() {
                     upload(sels.back(), idx.data(), idx.size() * sizeof(int32_t));
                 }
             }
-            Buffer q = random_floats(static_cast<size_t>(n) * kHeads * kDim, rng), kv = random_floats(static_cast<size_t>(n) * kDim, rng),
-                   sink = random_floats(kHeads, rng), out(static_cast<size_t>(n) * kHeads * kDim * sizeof(float));
+            const int S = c.seqs;
+            Buffer q = random_floats(static_cast<size_t>(S) * n * kHeads * kDim, rng),
+                   kv = random_floats(static_cast<size_t>(S) * n * kDim, rng), sink = random_floats(kHeads, rng),
+                   out(static_cast<size_t>(S) * n * kHeads * kDim * sizeof(float));
             std::vector<int32_t> counts(n, c.selected);
             Buffer count(n * sizeof(int32_t));
             upload(count, counts.data(), counts.size() * sizeof(int32_t));
-            Buffer scratch(attention_scratch_bytes(n, kHeads, kDim));
+            Buffer scratch(attention_scratch_bytes(S * n, kHeads, kDim));
             Stream s;
-            Result r = measure(copies, s, [&](int i, const Stream& st) {
-                AttentionArgs a;
-                a.q = q.as<float>();
-                a.kv = kv.as<float>();
-                a.ring = rings[i % copies].as<float>();
-                a.sink = sink.as<float>();
-                a.out = out.as<float>();
-                a.n = n;
-                a.heads = kHeads;
-                a.head_dim = kDim;
-                a.window = kWindow;
-                a.start = start;
-                if (c.entries) {
-                    a.entries = pools[i % copies].as<float>();
-                    a.entry_count = c.entries;
-                    a.ratio = c.ratio;
+            // Several sequences: one attention_batch with their rings stored (as the forward's
+            // decode step); one sequence: attention() as before.
+            Result r = measure(copies / S, s, [&](int i, const Stream& st) {
+                AttentionArgs list[kAttentionMaxBatch];
+                float* ring_ptrs[kAttentionMaxBatch];
+                for (int k = 0; k < S; ++k) {
+                    const int cp = (i * S + k) % copies;
+                    AttentionArgs& a = list[k];
+                    a.q = q.as<float>() + static_cast<size_t>(k) * n * kHeads * kDim;
+                    a.kv = kv.as<float>() + static_cast<size_t>(k) * n * kDim;
+                    a.ring = rings[cp].as<float>();
+                    ring_ptrs[k] = rings[cp].as<float>();
+                    a.sink = sink.as<float>();
+                    a.out = out.as<float>() + static_cast<size_t>(k) * n * kHeads * kDim;
+                    a.n = n;
+                    a.heads = kHeads;
+                    a.head_dim = kDim;
+                    a.window = kWindow;
+                    a.start = start;
+                    if (c.entries) {
+                        a.entries = pools[cp].as<float>();
+                        a.entry_count = c.entries;
+                        a.ratio = c.ratio;
+                    }
+                    if (c.selected) {
+                        a.selected = sels[cp].as<int32_t>();
+                        a.selected_count = count.as<int32_t>();
+                        a.selected_stride = c.selected;
+                    }
+                    a.scratch = scratch.as<float>() + static_cast<size_t>(k) * attention_scratch_bytes(n, kHeads, kDim) / 4;
                 }
-                if (c.selected) {
-                    a.selected = sels[i % copies].as<int32_t>();
-                    a.selected_count = count.as<int32_t>();
-                    a.selected_stride = c.selected;
-                }
-                a.scratch = scratch.as<float>();
-                attention(a, st.handle());
+                if (S == 1) attention(list[0], st.handle());
+                else attention_batch(list, S, ring_ptrs, st.handle());
             });
             // Rows each step must read once: the window (ring and this step's latents) and the
-            // entries of the union of the tokens' selections (at most n × selected).
-            const double key_rows = kWindow + (c.selected ? static_cast<double>(n) * c.selected : c.entries);
-            const double bytes = key_rows * kDim * 4 + 2.0 * n * kHeads * kDim * 4 +
-                                 (c.selected ? static_cast<double>(n) * c.selected * 4 : 0.0);
+            // entries of the union of the tokens' selections (at most n × selected); each
+            // sequence its own.
+            const double key_rows = S * (kWindow + (c.selected ? static_cast<double>(n) * c.selected : c.entries));
+            const double bytes = key_rows * kDim * 4 + 2.0 * S * n * kHeads * kDim * 4 +
+                                 (c.selected ? static_cast<double>(S) * n * c.selected * 4 : 0.0);
             const double rate = bytes / r.graph_s;
-            std::printf("%-10s %5d %8.0f %10.2f %10.2f %8.3f %7.1f%%\n", c.name, n, key_rows, bytes / 1e6,
+            char label[32];
+            std::snprintf(label, sizeof label, S > 1 ? "%dx%d" : "%d", S, n);
+            if (S == 1) std::snprintf(label, sizeof label, "%d", n);
+            std::printf("%-10s %5s %8.0f %10.2f %10.2f %8.3f %7.1f%%\n", c.name, label, key_rows, bytes / 1e6,
                         r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling);
-            if (c.selected && n == 1) csa1_rate = rate;
+            if (c.selected && n == 1 && S == 1) csa1_rate = rate;
         }
         std::printf("figure: CSA decode attention, batch 1: %.3f TB/s effective\n", csa1_rate / 1e12);
         std::printf("bound: HBM read ceiling %.3f TB/s\n", ceiling / 1e12);

@@ -3,8 +3,10 @@
 // fixtures' 4 × 64 and 8 × 32, an odd head count × 256) and V4-Flash's (64 heads × 512,
 // window 128, CSA top-512, HCA ratio 128), for the sliding, CSA (explicit selection) and HCA
 // (every visible entry) kinds, decode (1 and 4 tokens) and prefill chunks from position 0 and
-// from the middle of a sequence; each case with and without decode scratch (keys split into
-// ranges and merged by a second kernel).
+// from the middle of a sequence; each case with and without decode scratch (the decode kernel:
+// all heads of a token against each key tile, keys split into ranges merged by a second kernel).
+// attention_batch: 4 sequences at different positions in one launch (start on the host or read
+// on the device), each equal bit for bit to the sequence alone, rings stored in the launch.
 #include "device_test.hpp"
 
 #include "aff/core/thread_pool.hpp"
@@ -126,6 +128,118 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     if (H == 64 && n <= 4 && start > 1000) add(rows, "attention", what + " used splits", splits > 1 ? 0.0 : 1.0, 0.0);
 }
 
+// One sequence of a batch: its own state (ring, entries, selection), one token at `start`.
+struct BatchSeq {
+    std::int64_t start;
+    int count;
+    std::vector<float> q, kv, ring, entries, want, want_ring;
+    std::vector<int32_t> index, index_count;
+    aff::gpu::Buffer dq, dkv, dring, dent, dindex, dcount, dout, dscratch, dalone;
+};
+
+// 4 sequences in one attention_batch launch (rings stored in it) against each alone through
+// attention() (bit for bit) and the CPU (nmse); device_start: positions read from device memory.
+void run_batch_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& g, Kind kind, bool device_start) {
+    const int H = g.heads, Dh = g.head_dim, W = g.window;
+    const int ratio = kind == Kind::csa ? g.csa_ratio : g.hca_ratio;
+    const std::int64_t far = g.heads == 64 ? 70001 : 301;
+    const std::vector<float> sink = normal(H);
+    aff::gpu::Buffer dsink = to_device(sink);
+    std::vector<BatchSeq> seqs(4);
+    const std::int64_t starts[4] = {far, 5, far + 3 * ratio + 1, 0};
+    std::vector<aff::gpu::AttentionArgs> args(4);
+    std::vector<float*> rings(4);
+    std::vector<int32_t> start_host(4);
+    for (int i = 0; i < 4; ++i) {
+        BatchSeq& b = seqs[i];
+        b.start = starts[i];
+        start_host[i] = static_cast<int32_t>(b.start);
+        b.count = kind == Kind::sliding ? 0 : static_cast<int>((b.start + 1) / ratio);
+        b.q = normal(static_cast<size_t>(H) * Dh, 0.0f, 2.0f);
+        b.kv = normal(Dh);
+        b.ring = normal(static_cast<size_t>(W) * Dh);
+        b.entries = normal(static_cast<size_t>(std::max(b.count, 1)) * Dh);
+        if (kind == Kind::csa) random_selection(1, b.start, b.count, ratio, g.topk, b.index, b.index_count);
+        aff::AttendEntries en;
+        if (kind != Kind::sliding) en = {b.entries.data(), b.count, ratio};
+        if (kind == Kind::csa) {
+            en.index = b.index.data();
+            en.index_count = b.index_count.data();
+            en.stride = g.topk;
+        }
+        b.want.resize(static_cast<size_t>(H) * Dh);
+        aff::attend(threads, aff::AttendShape{1, H, Dh, W, b.start}, b.q.data(), b.kv.data(), b.ring.data(), en,
+                    sink.data(), b.want.data());
+        b.want_ring = b.ring;
+        aff::ring_store(b.want_ring.data(), b.kv.data(), 1, Dh, W, b.start);
+        b.dq = to_device(b.q);
+        b.dkv = to_device(b.kv);
+        b.dring = to_device(b.ring);
+        b.dent = to_device(b.entries);
+        b.dout = poisoned(b.want.size());
+        b.dalone = poisoned(b.want.size());
+        b.dscratch = poisoned(aff::gpu::attention_scratch_bytes(1, H, Dh) / sizeof(float));
+        aff::gpu::AttentionArgs& a = args[i];
+        a.q = b.dq.as<float>();
+        a.kv = b.dkv.as<float>();
+        a.ring = b.dring.as<float>();
+        a.sink = dsink.as<float>();
+        a.out = b.dout.as<float>();
+        a.n = 1;
+        a.heads = H;
+        a.head_dim = Dh;
+        a.window = W;
+        a.start = b.start;
+        a.scratch = b.dscratch.as<float>();
+        if (kind != Kind::sliding) {
+            a.entries = b.dent.as<float>();
+            a.entry_count = b.count;
+            a.ratio = ratio;
+        }
+        if (kind == Kind::csa) {
+            b.dindex = to_device(b.index);
+            b.dcount = to_device(b.index_count);
+            a.selected = b.dindex.as<int32_t>();
+            a.selected_count = b.dcount.as<int32_t>();
+            a.selected_stride = g.topk;
+        }
+        rings[i] = b.dring.as<float>();
+    }
+    aff::gpu::Buffer dstarts = to_device(start_host);
+    if (device_start)
+        for (int i = 0; i < 4; ++i) {
+            args[i].start_at = dstarts.as<int32_t>() + i;
+            args[i].start = 0;  // ignored: the device holds it
+        }
+    aff::gpu::Stream s;
+    // Alone first (ring untouched: attention() never stores it), then the batch with the stores.
+    for (int i = 0; i < 4; ++i) {
+        aff::gpu::AttentionArgs a = args[i];
+        a.out = seqs[i].dalone.as<float>();
+        aff::gpu::attention(a, s.handle());
+    }
+    aff::gpu::attention_batch(args.data(), 4, rings.data(), s.handle());
+    s.synchronize();
+    const char* kinds[] = {"sliding", "csa", "hca"};
+    const std::string what = std::string(g.name) + " " + kinds[static_cast<int>(kind)] + " batch of 4" +
+                             (device_start ? " (start on the device)" : "");
+    double worst = 0.0, worst_rel = 0.0, diff = 0.0, ring_err = 0.0;
+    for (int i = 0; i < 4; ++i) {
+        const std::vector<float> got = to_host<float>(seqs[i].dout, seqs[i].want.size());
+        const std::vector<float> alone = to_host<float>(seqs[i].dalone, seqs[i].want.size());
+        const std::vector<float> ring = to_host<float>(seqs[i].dring, seqs[i].want_ring.size());
+        worst = std::max(worst, nmse(got, seqs[i].want));
+        worst_rel = std::max(worst_rel, max_rel(got, seqs[i].want));
+        for (size_t j = 0; j < got.size(); ++j)
+            if (!(got[j] == alone[j])) diff += 1.0;  // NaN counts too
+        ring_err = std::max(ring_err, nmse(ring, seqs[i].want_ring));
+    }
+    add(rows, "attention", what + " nmse", worst, aff::gpu::attention_max_nmse);
+    add(rows, "attention", what + " max rel", worst_rel, 1e-5);
+    add(rows, "attention", what + " values differing from alone", diff, 0.0);
+    add(rows, "attention", what + " rings", ring_err, 0.0);
+}
+
 }  // namespace
 
 AFF_DEVICE_TEST("attention") {
@@ -142,4 +256,7 @@ AFF_DEVICE_TEST("attention") {
             for (const Span sp : {Span{0, 1}, Span{5, 1}, Span{far, 1}, Span{far, 4}, Span{0, 37}, Span{far + 3, 37}})
                 run_case(rows, threads, g, kind, sp.start, sp.n);
     }
+    for (const Geometry& g : {tiny_c, odd, flash})
+        for (Kind kind : {Kind::sliding, Kind::csa, Kind::hca})
+            for (bool device_start : {false, true}) run_batch_case(rows, threads, g, kind, device_start);
 }
