@@ -16,7 +16,7 @@ namespace aff::gpu {
 using namespace fwd;
 
 void GpuModel::Impl::run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::span<const Seq> seqs,
-                                    int n, float* kv_buf, float* gate_buf) {
+                                    int n, float* kv_buf, float* gate_buf, std::vector<CompressorArgs>& steps) {
     const int D = c.hidden_size, width = (w.overlap ? 2 : 1) * w.dim;
     apply(w.wkv, a, D, n, kv_buf, width);
     apply(w.wgate, a, D, n, gate_buf, width);
@@ -40,7 +40,7 @@ void GpuModel::Impl::run_compressor(const CompressorRefs& w, const CompressorSta
         ca.eps = static_cast<float>(c.rms_norm_eps);
         ca.start = q.start;
         ca.start_at = q.start_at;
-        compressor(ca, stream.handle());
+        steps.push_back(ca);
     }
 }
 
@@ -68,25 +68,38 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
     rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
 
     mark("compressors and indexer");
-    if (r.has_compressor) run_compressor(r.compressor, sr.compressor, seqs, n, ckv, cg);
+    // Both compressors of the layer for every sequence: one launch pair per 8 steps.
+    std::vector<CompressorArgs> steps;
+    if (r.has_compressor) run_compressor(r.compressor, sr.compressor, seqs, n, ckv, cg, steps);
+    if (r.has_indexer) run_compressor(r.indexer, sr.indexer, seqs, n, ikv, ig, steps);
+    for (std::size_t i = 0; i < steps.size(); i += kCompressorMaxBatch)
+        compressor_batch(steps.data() + i, static_cast<int>(std::min<std::size_t>(kCompressorMaxBatch, steps.size() - i)), s);
     const int Hi = c.index_heads, Di = c.index_head_dim;
-    if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk
-        run_compressor(r.indexer, sr.indexer, seqs, n, ikv, ig);
+    if (r.has_indexer) {  // §3.7: score the indexer keys, keep the top index_topk (every sequence at once)
         apply(r.index_wq_b, cq, Rq, n, qi, Hi * Di);
         rope_with_inv_freq(qi, positions, n, Hi, Di, inv_freq_compress, false, s);
         apply(r.index_weights, a, D, n, wi, Hi);
+        std::vector<IndexerSeq> iseqs;
         for (const Seq& sq : seqs) {
-            const int ratio = r.indexer.ratio, count = entry_bound(sq, ratio, sr.indexer.capacity);
-            const float* keys = reinterpret_cast<const float*>(sq.state + sr.indexer.entries);
-            float* sc = scores + std::size_t(sq.row) * scores_stride;
-            indexer_scores(qi + std::size_t(sq.row) * Hi * Di, wi + std::size_t(sq.row) * Hi, keys, sc, sq.n, Hi,
-                           Di, sq.start, ratio, count, scores_stride, s, sq.start_at);
-            indexer_topk(sc, sq.n, scores_stride, sq.start, ratio, count, c.index_topk,
-                         selected + std::size_t(sq.row) * c.index_topk, selected_count + sq.row, s, sq.start_at);
+            IndexerSeq is;
+            is.keys = reinterpret_cast<const float*>(sq.state + sr.indexer.entries);
+            is.row = sq.row;
+            is.n = sq.n;
+            is.start = sq.start;
+            is.start_at = sq.start_at;
+            is.count = entry_bound(sq, r.indexer.ratio, sr.indexer.capacity);
+            iseqs.push_back(is);
         }
+        for (std::size_t i = 0; i < iseqs.size(); i += kIndexerMaxBatch)
+            indexer_batch(qi, wi, scores, selected, selected_count, iseqs.data() + i,
+                          static_cast<int>(std::min<std::size_t>(kIndexerMaxBatch, iseqs.size() - i)), Hi, Di,
+                          r.indexer.ratio, scores_stride, c.index_topk, s);
     }
     mark("attention kernel, ring");
     const std::size_t scratch_per_token = attention_scratch_bytes(1, H, Dh) / 4;
+    std::vector<AttentionArgs> list;
+    std::vector<float*> rings;
+    bool batch = seqs.size() <= std::size_t(kAttentionMaxBatch);  // decode: every sequence one token, with scratch
     for (const Seq& sq : seqs) {
         AttentionArgs aa;
         if (r.has_compressor) {
@@ -112,12 +125,19 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
         aa.start_at = sq.start_at;
         // Sequences of a decode call (rows < kDecodeTokens) each have their own slice.
         if (sq.row + sq.n <= kDecodeTokens) aa.scratch = attention_scratch + std::size_t(sq.row) * scratch_per_token;
-        attention(aa, s);
+        batch = batch && aa.scratch && sq.n == 1;
+        list.push_back(aa);
+        rings.push_back(reinterpret_cast<float*>(sq.state + sr.ring));
+    }
+    if (batch) {  // one launch (and its merge) for all sequences, each token stored in its ring there
+        attention_batch(list.data(), static_cast<int>(list.size()), rings.data(), s);
+    } else {
+        for (const AttentionArgs& aa : list) attention(aa, s);
+        for (const Seq& sq : seqs)
+            ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
+                       c.sliding_window, sq.start, s, sq.start_at);
     }
     rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
-    for (const Seq& sq : seqs)
-        ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
-                   c.sliding_window, sq.start, s, sq.start_at);
     // Grouped low-rank output projection, then wo_b.
     mark("attention output projections");
     const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;

@@ -7,6 +7,7 @@
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
 #include "aff/model/forward.hpp"
+#include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/hc.hpp"
 
@@ -280,10 +281,11 @@ struct GpuModel::Impl {
 
     HcConfig hc_config() const;
 
-    // One compressor step (§3.5, Model::compress): the two projections of all n rows, then
-    // the kernel per sequence on its own state.
+    // One compressor step (§3.5, Model::compress): the two projections of all n rows, and the
+    // kernel's arguments for each sequence on its own state, added to `steps` (the caller
+    // launches the layer's compressors for every sequence at once through compressor_batch).
     void run_compressor(const CompressorRefs& w, const CompressorStateRefs& st, std::span<const Seq> seqs, int n,
-                        float* kv_buf, float* gate_buf);
+                        float* kv_buf, float* gate_buf, std::vector<CompressorArgs>& steps);
 
     // Entries of a compressor a launch may see: those the chunk completes (start known), or
     // the state's capacity (start read on the device: the kernels keep to the visible ones).
@@ -291,7 +293,8 @@ struct GpuModel::Impl {
 
     // §3.4-3.8 on the GPU (Model::attention step by step): a [n, D] → f [n, D]. Projections,
     // norms and RoPE run over all n rows at once (positions[] holds each row's position); the
-    // compressors, the indexer's scores and top-k, attention and the ring per sequence.
+    // compressors, the indexer's scores and top-k, attention and the ring take every sequence
+    // (each its own state) in one launch each.
     void attention_gpu(int l, std::span<const Seq> seqs, int n);
 
     // Routed experts through moe_gemv_routed (codebook-stored): the kernel reads the chosen
