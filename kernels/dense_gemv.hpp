@@ -1,6 +1,7 @@
-// Dense GEMV for the tensors that are neither FP8 nor codebook-quantised: BF16 weights (the
-// embedding-sized head, router, compressor and indexer projections; routed experts of an
-// unquantised checkpoint) and F32 weights, against fp32 activations. One plain form for a
+// Dense GEMV for the tensors that are neither FP8 nor codebook-quantised: F32 weights, BF16
+// weights whose shape kernels/bf16_gemv refuses (the forward's BF16 linears and head take
+// bf16_gemv), and routed experts of an unquantised checkpoint (indexed form), against fp32
+// activations. One plain form for a
 // fixed matrix and any batch (rows of x, split into chunks of kDenseGemvBatch per block), and
 // one indexed form for a stack of same-shaped matrices (routed experts) where each job picks
 // its matrix by an id read from device memory, so routing needs no trip to the host.

@@ -9,6 +9,7 @@
 
 #include "aff/gpu/check.hpp"
 #include "kernels/device_common.hpp"
+#include "kernels/gemv_reduce.hpp"
 
 #include <type_traits>
 
@@ -63,17 +64,16 @@ __device__ inline void sinkhorn_sync() {
     }
 }
 
+// The mix of one token from z (the rows of fn · v, then Σ v²): pre into `pre`, post and
+// comb (after Sinkhorn, a thread per element of the n×n matrix: row and column sums each on
+// one thread, in the same order as the CPU) written to device memory. Every thread of the
+// block calls it; it ends with a barrier, so `pre` is ready for all of them.
 template <int kN>
-__global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restrict__ x, const float* __restrict__ scratch,
-                                                          const float* __restrict__ base, const float* __restrict__ scale,
-                                                          int dim, int iters, float hc_eps, float norm_eps, float* post,
-                                                          float* comb, float* u) {
-    __shared__ float pre[kN];
-    __shared__ float sm[kN][kN];  // comb under Sinkhorn
-    const int t = static_cast<int>(dev::block_x());
+__device__ inline void mix_weights(const float* z, int t, const float* __restrict__ base,
+                                   const float* __restrict__ scale, int dim, int iters, float hc_eps, float norm_eps,
+                                   float* post, float* comb, float (&pre)[kN], float (&sm)[kN][kN]) {
     if (dev::thread_x() == 0) {
         constexpr int kRows = (2 + kN) * kN;  // hc_mix_rows(kN), spelled out: device code
-        const float* z = scratch + static_cast<size_t>(t) * (kRows + 1);
         const float inv = 1.0f / sqrtf(z[kRows] / static_cast<float>(kN * dim) + norm_eps);
         for (int k = 0; k < kN; ++k) {
             pre[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
@@ -92,8 +92,6 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restric
         }
     }
     dev::sync_block();
-    // Sinkhorn, one thread per element (row and column sums still each on one thread, in the
-    // same order as the CPU: the same result, without one thread doing every division).
     {
         const int id = static_cast<int>(dev::thread_x()), a = id / kN, b = id % kN;
         const bool mine = id < kN * kN;
@@ -116,6 +114,32 @@ __global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restric
         if (mine) comb[(t * kN + a) * kN + b] = sm[a][b];
     }
     dev::sync_block();
+}
+
+// The hyper head's weights of one token from z (rows of fn · v, then Σ v²) into p; ends
+// with a barrier.
+template <int kN>
+__device__ inline void head_weights(const float* z, const float* __restrict__ base, const float* __restrict__ scale,
+                                    int dim, float hc_eps, float norm_eps, float (&p)[kN]) {
+    if (dev::thread_x() < kN) {
+        const int k = static_cast<int>(dev::thread_x());
+        const float inv = 1.0f / sqrtf(z[kN] / static_cast<float>(kN * dim) + norm_eps);
+        p[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
+    }
+    dev::sync_block();
+}
+
+template <int kN>
+__global__ void __launch_bounds__(kThreads) hc_mix_kernel(const float* __restrict__ x, const float* __restrict__ scratch,
+                                                          const float* __restrict__ base, const float* __restrict__ scale,
+                                                          int dim, int iters, float hc_eps, float norm_eps, float* post,
+                                                          float* comb, float* u) {
+    __shared__ float pre[kN];
+    __shared__ float sm[kN][kN];  // comb under Sinkhorn
+    const int t = static_cast<int>(dev::block_x());
+    constexpr int kRows = (2 + kN) * kN;
+    mix_weights<kN>(scratch + static_cast<size_t>(t) * (kRows + 1), t, base, scale, dim, iters, hc_eps, norm_eps,
+                    post, comb, pre, sm);
     const float* xt = x + static_cast<size_t>(t) * kN * dim;
     for (int d = dev::thread_x(); d < dim; d += kThreads) {
         float acc = pre[0] * xt[d];
@@ -133,13 +157,7 @@ __global__ void __launch_bounds__(kThreads) hc_head_mix_kernel(const float* __re
                                                                float norm_eps, float* y) {
     __shared__ float p[kN];
     const int t = static_cast<int>(dev::block_x());
-    if (dev::thread_x() < kN) {
-        const int k = static_cast<int>(dev::thread_x());
-        const float* z = scratch + static_cast<size_t>(t) * (kN + 1);
-        const float inv = 1.0f / sqrtf(z[kN] / static_cast<float>(kN * dim) + norm_eps);
-        p[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
-    }
-    dev::sync_block();
+    head_weights<kN>(scratch + static_cast<size_t>(t) * (kN + 1), base, scale, dim, hc_eps, norm_eps, p);
     const float* xt = x + static_cast<size_t>(t) * kN * dim;
     for (int d = dev::thread_x(); d < dim; d += kThreads) {
         float acc = p[0] * xt[d];
@@ -166,6 +184,135 @@ __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* x, const float
         float acc = post[t * kN + b] * fv;
         for (int a = 0; a < kN; ++a) acc += c[a * kN + b] * in[a];
         xt[b * dim] = acc;
+    }
+}
+
+// The fused site (hc_site, hc_head_site), first launch: one warp per block, a lane per
+// channel d of all kT tokens. With f, the lane first expands the previous sub-block into its
+// channel of x (the same sums in the same order as hc_post_kernel, written in place: no other
+// thread touches these elements); then it multiplies its channel of every stream by the kZ
+// rows of fn, so each weight of fn is read once for all tokens, and adds its squares. The
+// warp reduces the kT·(kZ + 1) sums and writes them to partial[block][t][z]; the second
+// launch adds the blocks' partials in a fixed order.
+template <int kN, int kZ, int kT>
+__global__ void __launch_bounds__(kWarp) hc_site_project_kernel(float* x, const float* __restrict__ f,
+                                                                const float* __restrict__ post,
+                                                                const float* __restrict__ comb,
+                                                                const float* __restrict__ fn, int dim,
+                                                                float* __restrict__ partial) {
+    constexpr int kValues = kT * (kZ + 1);
+    constexpr int kGroups = (kValues + kWarp - 1) / kWarp;
+    const int d = static_cast<int>(dev::block_x()) * kWarp + static_cast<int>(dev::lane_id());
+    float acc[kGroups * kWarp];
+#pragma unroll
+    for (int i = 0; i < kGroups * kWarp; ++i) acc[i] = 0.0f;
+    if (d < dim) {
+        float v[kT][kN];
+#pragma unroll
+        for (int t = 0; t < kT; ++t) {
+            float* xt = x + static_cast<size_t>(t) * kN * dim + d;
+            float in[kN];
+#pragma unroll
+            for (int a = 0; a < kN; ++a) in[a] = xt[a * dim];
+            if (f) {
+                const float fv = f[static_cast<size_t>(t) * dim + d];
+                const float* c = comb + t * kN * kN;
+#pragma unroll
+                for (int b = 0; b < kN; ++b) {
+                    float e = post[t * kN + b] * fv;
+                    for (int a = 0; a < kN; ++a) e += c[a * kN + b] * in[a];
+                    v[t][b] = e;
+                }
+#pragma unroll
+                for (int b = 0; b < kN; ++b) xt[b * dim] = v[t][b];
+            } else {
+#pragma unroll
+                for (int b = 0; b < kN; ++b) v[t][b] = in[b];
+            }
+            float ss = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kN; ++k) ss += v[t][k] * v[t][k];
+            acc[t * (kZ + 1) + kZ] = ss;
+        }
+        const size_t width = static_cast<size_t>(kN) * dim;
+#pragma unroll
+        for (int r = 0; r < kZ; ++r) {
+            float wv[kN];
+#pragma unroll
+            for (int k = 0; k < kN; ++k) wv[k] = fn[r * width + static_cast<size_t>(k) * dim + d];
+#pragma unroll
+            for (int t = 0; t < kT; ++t) {
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < kN; ++k) s += wv[k] * v[t][k];
+                acc[t * (kZ + 1) + r] = s;
+            }
+        }
+    }
+    // Warp sums, 32 values at a time: lane l ends with value g·32 + l of group g.
+    float* out = partial + static_cast<size_t>(dev::block_x()) * kValues;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+        float part[kWarp];
+#pragma unroll
+        for (int i = 0; i < kWarp; ++i) part[i] = acc[g * kWarp + i];
+        dev::warp_reduce_scatter<kWarp>(part);
+        const int value = g * kWarp + static_cast<int>(dev::lane_id());
+        if (value < kValues) out[value] = part[0];
+    }
+}
+
+// z[v] = Σ over the `parts` blocks of partial[block][t][v], v < values, blocks in order
+// (one warp a value, lanes striding the blocks, then a fixed shuffle tree); ends with a barrier.
+__device__ inline void site_sums(const float* __restrict__ partial, int parts, int t, int tokens, int values,
+                                 float* z) {
+    const int warp = static_cast<int>(dev::thread_x()) / kWarp, lane = static_cast<int>(dev::lane_id());
+    for (int v = warp; v < values; v += kThreads / kWarp) {
+        float s = 0.0f;
+        for (int p = lane; p < parts; p += kWarp) s += partial[(static_cast<size_t>(p) * tokens + t) * values + v];
+        s = dev::warp_sum(s);
+        if (lane == 0) z[v] = s;
+    }
+    dev::sync_block();
+}
+
+// Second launch, a block per token: the mix (pre/post/comb with Sinkhorn, or the hyper head's
+// weights), the collapse Σ_k w_k x_k, and the RMSNorm of the collapsed row with norm_w (as
+// rms_norm_kernel: the row written first, then scaled by the same thread).
+template <int kN, bool kHead>
+__global__ void __launch_bounds__(kThreads) hc_site_mix_kernel(const float* __restrict__ x,
+                                                               const float* __restrict__ partial, int parts, int tokens,
+                                                               const float* __restrict__ base,
+                                                               const float* __restrict__ scale, int dim, int iters,
+                                                               float hc_eps, float norm_eps,
+                                                               const float* __restrict__ norm_w, float* post,
+                                                               float* comb, float* out) {
+    constexpr int kZ = kHead ? kN : (2 + kN) * kN;
+    __shared__ float z[kZ + 1];
+    __shared__ float pre[kN];
+    __shared__ float sm[kN][kN];
+    __shared__ float red[kThreads / kWarp];
+    const int t = static_cast<int>(dev::block_x());
+    site_sums(partial, parts, t, tokens, kZ + 1, z);
+    if constexpr (kHead)
+        head_weights<kN>(z, base, scale, dim, hc_eps, norm_eps, pre);
+    else
+        mix_weights<kN>(z, t, base, scale, dim, iters, hc_eps, norm_eps, post, comb, pre, sm);
+    const float* xt = x + static_cast<size_t>(t) * kN * dim;
+    float* ot = out + static_cast<size_t>(t) * dim;
+    float ss = 0.0f;
+    for (int d = dev::thread_x(); d < dim; d += kThreads) {
+        float acc = pre[0] * xt[d];
+#pragma unroll
+        for (int k = 1; k < kN; ++k) acc += pre[k] * xt[k * dim + d];
+        ot[d] = acc;
+        ss += acc * acc;
+    }
+    const float total = dev::block_sum<kThreads>(ss, red);
+    const float inv = 1.0f / sqrtf(total / static_cast<float>(dim) + norm_eps);
+    for (int d = dev::thread_x(); d < dim; d += kThreads) {
+        const float v = ot[d] * inv;
+        ot[d] = norm_w ? v * norm_w[d] : v;
     }
 }
 
@@ -236,6 +383,62 @@ void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, 
             x, scratch, w.base, w.scale, c.dim, c.hc_eps, c.norm_eps, y);
     });
     AFF_GPU_CHECK(hipGetLastError());
+}
+
+bool hc_site_takes(int tokens, const HcConfig& c) {
+    return tokens >= 1 && tokens <= kHcSiteMaxTokens && c.streams >= 1 && c.streams <= kHcSiteMaxStreams;
+}
+
+std::size_t hc_site_scratch_floats(int tokens, const HcConfig& c) {
+    return static_cast<std::size_t>((c.dim + kWarp - 1) / kWarp) * tokens * (hc_mix_rows(c.streams) + 1);
+}
+
+namespace {
+
+template <bool kHead>
+void launch_site(float* x, const float* f, const float* post_in, const float* comb_in, float* post_out,
+                 float* comb_out, int tokens, const HcWeights& w, const HcConfig& c, const float* norm_w,
+                 float* scratch, float* out, hipStream_t s) {
+    const int parts = (c.dim + kWarp - 1) / kWarp;
+    with_streams(c.streams, [&](auto kn) {
+        constexpr int kN = decltype(kn)::value;
+        if constexpr (kN <= kHcSiteMaxStreams) {
+            constexpr int kZ = kHead ? kN : (2 + kN) * kN;
+            auto project = [&](auto kt) {
+                constexpr int kT = decltype(kt)::value;
+                hc_site_project_kernel<kN, kZ, kT><<<dim3(parts), dim3(kWarp), 0, s>>>(x, f, post_in, comb_in, w.fn,
+                                                                                       c.dim, scratch);
+            };
+            switch (tokens) {
+                case 1: project(std::integral_constant<int, 1>{}); break;
+                case 2: project(std::integral_constant<int, 2>{}); break;
+                case 3: project(std::integral_constant<int, 3>{}); break;
+                default: project(std::integral_constant<int, 4>{}); break;
+            }
+            AFF_GPU_CHECK(hipGetLastError());
+            hc_site_mix_kernel<kN, kHead><<<dim3(tokens), dim3(kThreads), 0, s>>>(
+                x, scratch, parts, tokens, w.base, w.scale, c.dim, c.sinkhorn_iters, c.hc_eps, c.norm_eps, norm_w,
+                post_out, comb_out, out);
+            AFF_GPU_CHECK(hipGetLastError());
+        }
+    });
+}
+
+}  // namespace
+
+void hc_site(float* x, const float* f, float* post, float* comb, int tokens, const HcWeights& w, const HcConfig& c,
+             const float* norm_w, float* scratch, float* a, void* stream) {
+    check_config("hc_site", tokens, c);
+    if (!hc_site_takes(tokens, c)) throw_argument("hc_site", "needs 1..4 tokens and 1..4 streams");
+    launch_site<false>(x, f, post, comb, post, comb, tokens, w, c, norm_w, scratch, a, static_cast<hipStream_t>(stream));
+}
+
+void hc_head_site(float* x, const float* f, const float* post, const float* comb, int tokens, const HcWeights& w,
+                  const HcConfig& c, const float* norm_w, float* scratch, float* y, void* stream) {
+    check_config("hc_head_site", tokens, c);
+    if (!hc_site_takes(tokens, c)) throw_argument("hc_head_site", "needs 1..4 tokens and 1..4 streams");
+    launch_site<true>(x, f, post, comb, nullptr, nullptr, tokens, w, c, norm_w, scratch, y,
+                      static_cast<hipStream_t>(stream));
 }
 
 }  // namespace aff::gpu

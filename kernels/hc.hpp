@@ -5,6 +5,8 @@
 // Host-callable declarations only; device code in hc.hip, CPU twin in libaff/gpu/reference/.
 #pragma once
 
+#include <cstddef>
+
 namespace aff::gpu {
 
 inline constexpr int kHcStreams = 4;                                // hc_mult of V4-Flash
@@ -44,6 +46,26 @@ void hc_post(float* x, const float* f, const float* post, const float* comb, int
 // z = fn · v / rms(v). scratch holds tokens·(n + 1) floats.
 void hc_head(const float* x, int tokens, const HcWeights& w, const HcConfig& c, float* scratch, float* y,
              void* stream);
+
+// One mHC site of a decode step in two launches instead of four (hc_post, hc_pre's two,
+// rms_norm), for 1..kHcSiteMaxTokens tokens and 1..kHcSiteMaxStreams streams (hc_site_takes):
+// when f is given, the expand of the previous sub-block first (x updated in place from post
+// and comb, as hc_post); then the pre step of the next sub-block with w (post and comb written
+// anew, as hc_pre) and the RMSNorm of its collapsed input with norm_w (null: unweighted):
+// a [tokens][dim] = rms_norm(Σ_k pre_k x_k) · norm_w. The projection is split over the
+// channels and summed in a fixed order: the same result on every run. scratch holds
+// hc_site_scratch_floats(tokens, c) floats.
+inline constexpr int kHcSiteMaxTokens = 4;
+inline constexpr int kHcSiteMaxStreams = 4;
+bool hc_site_takes(int tokens, const HcConfig& c);
+std::size_t hc_site_scratch_floats(int tokens, const HcConfig& c);
+void hc_site(float* x, const float* f, float* post, float* comb, int tokens, const HcWeights& w, const HcConfig& c,
+             const float* norm_w, float* scratch, float* a, void* stream);
+
+// The last site: the expand of the last sub-block (when f is given), the hyper head with w
+// and the final norm: y [tokens][dim] = rms_norm(Σ_k p_k x_k) · norm_w.
+void hc_head_site(float* x, const float* f, const float* post, const float* comb, int tokens, const HcWeights& w,
+                  const HcConfig& c, const float* norm_w, float* scratch, float* y, void* stream);
 
 // fp32 dot products of 16384 terms summed in another order, then 39 Sinkhorn divisions.
 inline constexpr double hc_max_nmse = 1e-8;

@@ -1,6 +1,6 @@
 // What an ExpertSource whose routed experts are stored in the codebook format (TQ2875,
 // formats/quant-codebook.md) offers the GPU model besides matvec: the stored bytes and the
-// codebook, so libaff/gpu/forward.cpp uploads the experts as they are (2.875 bits a weight)
+// codebook, so libaff/gpu/forward_weights.cpp uploads the experts as they are (2.875 bits a weight)
 // and multiplies with moe_gemv instead of decoding them. A source implements both this and
 // aff::ExpertSource (a quantised container's does once it offers it); the GPU model finds it
 // with dynamic_cast. Header only, so CPU-only builds compile sources that implement it.

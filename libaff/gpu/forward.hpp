@@ -13,8 +13,12 @@
 //        stacks, ids read on the device; or codebook-stored, below), shared expert, clamped
 //        SwiGLU, final norm and head. Dense projections use fp8_gemv on the model file's own
 //        FP8 bytes and E8M0 scales (a checkpoint's or a container's, through TensorReader::
-//        fp8_stored) when the shape allows it (k % 128 == 0, n % 8 == 0), else dense_gemv on
-//        the exact values. A decode step makes no host round trip until the logits.
+//        fp8_stored) when the shape allows it (k % 128 == 0, n % 8 == 0), else bf16_gemv on
+//        exact BF16 values (the head too; dense_gemv for F32 values or shapes bf16_gemv
+//        refuses). Calls of 1–4 tokens run each mHC site as two launches (kernels/hc.hpp
+//        hc_site: the previous sub-block's expand, the pre step with Sinkhorn and the norm;
+//        hc_head_site: the last expand, the hyper head and the final norm). A decode step
+//        makes no host round trip until the logits.
 //   Decode (one token for each of 1..4 sequences, GpuModel::decode; forward with one token
 //        too): the step's launches are captured once per set of sequences into a CUDA/HIP
 //        graph (libaff/gpu/device.hpp, Graph) and replayed; what changes between steps (token

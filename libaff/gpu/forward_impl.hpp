@@ -279,6 +279,11 @@ struct GpuModel::Impl {
     void apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0 = 0,
                int rows = -1);
 
+    // y rows = W x rows for a dense BF16/F32 matrix: bf16_gemv (4 rows of x a launch) where it
+    // takes the call, else dense_gemv.
+    void dense_rows(const void* w, DenseType type, int rows, int cols, const float* xin, int ldx, int batch,
+                    float* yout, int ldy);
+
     HcConfig hc_config() const;
 
     // One compressor step (§3.5, Model::compress): the two projections of all n rows, and the

@@ -33,6 +33,27 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     mark("embedding");
     gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
 
+    // Decode-sized calls (1..4 tokens, up to 4 streams) run each mHC site as two launches
+    // (hc_site: the expand of the previous sub-block, the pre step with Sinkhorn and the norm
+    // of the next); the expand then waits in f (pending) until the next site. Other calls
+    // launch hc_post, hc_pre and rms_norm one by one.
+    const bool fused = hc_site_takes(n, hcc);
+    bool pending = false;
+    auto site = [&](std::size_t fn, std::size_t base, std::size_t scale, std::size_t norm_w) {
+        const HcWeights w{at<float>(fn), at<float>(base), at<float>(scale)};
+        if (fused) {
+            hc_site(x, pending ? f : nullptr, post, comb, n, w, hcc, at<float>(norm_w), hc_scratch, a, s);
+        } else {
+            hc_pre(x, n, w, hcc, hc_scratch, post, comb, u, s);
+            rms_norm(u, at<float>(norm_w), a, n, D, eps, s);
+        }
+        pending = false;
+    };
+    auto expand = [&] {
+        if (fused) pending = true;
+        else hc_post(x, f, post, comb, n, D, s, hc);
+    };
+
     std::vector<float> a_host, f_host;
     const int count = options.forward.max_layers < 0 ? c.num_layers : std::min(options.forward.max_layers, c.num_layers);
     for (int l = 0; l < count; ++l) {
@@ -40,9 +61,7 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
         mark_layer = l;
         // mHC around attention (Model::layer_forward): collapse, attn_norm.
         mark("mHC and norms");
-        hc_pre(x, n, {at<float>(r.hc_attn_fn), at<float>(r.hc_attn_base), at<float>(r.hc_attn_scale)}, hcc,
-               hc_scratch, post, comb, u, s);
-        rms_norm(u, at<float>(r.attn_norm), a, n, D, eps, s);
+        site(r.hc_attn_fn, r.hc_attn_base, r.hc_attn_scale, r.attn_norm);
         if (attention_on_gpu) {
             attention_gpu(l, seqs, n);
         } else {  // attention on the CPU (see forward.hpp): one sequence, its start on the host
@@ -54,25 +73,27 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
             stream.copy(f, f_host.data(), f_host.size() * 4);
         }
         mark("mHC and norms");
-        hc_post(x, f, post, comb, n, D, s, hc);
+        expand();
         // mHC around the MoE.
-        hc_pre(x, n, {at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)}, hcc, hc_scratch,
-               post, comb, u, s);
-        rms_norm(u, at<float>(r.ffn_norm), a, n, D, eps, s);
+        site(r.hc_ffn_fn, r.hc_ffn_base, r.hc_ffn_scale, r.ffn_norm);
         moe(r, n);
-        mark("mHC and norms");
-        hc_post(x, f, post, comb, n, D, s, hc);
+        if (!fused) mark("mHC and norms");
+        expand();
     }
     mark_layer = -1;
     mark("hyper head, final norm, head");
 
     // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
     const int rows = n - first;
-    hc_head(x + std::size_t(first) * hc * D, rows, {at<float>(hc_head_fn), at<float>(hc_head_base),
-                                                    at<float>(hc_head_scale)},
-            hcc, hc_scratch, y, s);
-    rms_norm(y, at<float>(norm), y, rows, D, eps, s);
-    dense_gemv(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V, s);
+    const HcWeights head_w{at<float>(hc_head_fn), at<float>(hc_head_base), at<float>(hc_head_scale)};
+    if (pending && first == 0) {  // fused: the last expand, the hyper head and the final norm
+        hc_head_site(x, f, post, comb, n, head_w, hcc, at<float>(norm), hc_scratch, y, s);
+    } else {
+        if (pending) hc_post(x, f, post, comb, n, D, s, hc);
+        hc_head(x + std::size_t(first) * hc * D, rows, head_w, hcc, hc_scratch, y, s);
+        rms_norm(y, at<float>(norm), y, rows, D, eps, s);
+    }
+    dense_rows(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V);
     mark("end");
 }
 

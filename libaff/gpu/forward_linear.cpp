@@ -1,6 +1,9 @@
 // One linear map of the GPU forward (GpuModel::Impl::apply): FP8 projections through fp8_gemv
-// (or fp8_gemm for prefill calls), BF16/F32 ones through dense_gemv (or bf16_gemm).
+// (or fp8_gemm for prefill calls), BF16 ones through bf16_gemv (or bf16_gemm for prefill
+// calls), F32 ones and shapes bf16_gemv refuses through dense_gemv; and the head's dense
+// rows (dense_rows).
 #include "aff/gpu/forward_impl.hpp"
+#include "kernels/bf16_gemv.hpp"
 #include "kernels/fp8_gemm.hpp"
 #include "kernels/fp8_gemv.hpp"
 
@@ -9,6 +12,18 @@
 namespace aff::gpu {
 
 using namespace fwd;
+
+void GpuModel::Impl::dense_rows(const void* w, DenseType type, int rows, int cols, const float* xin, int ldx,
+                                int batch, float* yout, int ldy) {
+    void* s = stream.handle();
+    if (type == DenseType::bf16 && bf16_gemv_takes(w, cols, xin, ldx, std::min(batch, kBf16GemvMaxBatch))) {
+        for (int b = 0; b < batch; b += kBf16GemvMaxBatch)
+            bf16_gemv(static_cast<const std::uint16_t*>(w), rows, cols, xin + std::size_t(b) * ldx, ldx,
+                      std::min(kBf16GemvMaxBatch, batch - b), yout + std::size_t(b) * ldy, ldy, s);
+        return;
+    }
+    dense_gemv(w, type, rows, cols, xin, ldx, batch, yout, ldy, s);
+}
 
 void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0,
                            int rows) {
@@ -21,8 +36,8 @@ void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch
                       rows, l.cols, xin, ldx, batch, yout, ldy, s);
             return;
         }
-        dense_gemv(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
-                   batch, yout, ldy, s);
+        dense_rows(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
+                   batch, yout, ldy);
         return;
     }
     const std::uint8_t* w = at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols;

@@ -94,7 +94,11 @@ std::size_t GpuModel::Impl::layout_scratch(std::uint8_t* base, int tokens) {
     take(f, n * D);
     take(post, n * hc);
     take(comb, n * hc * hc);
-    take(hc_scratch, n * (hc_mix_rows(int(hc)) + 1));
+    // hc_pre's rows, or hc_site's per-block partial sums (decode-sized calls).
+    take(hc_scratch, std::max(n * (hc_mix_rows(int(hc)) + 1),
+                              hc_site_takes(int(std::min<std::size_t>(n, kHcSiteMaxTokens)), hc_config())
+                                  ? hc_site_scratch_floats(int(std::min<std::size_t>(n, kHcSiteMaxTokens)), hc_config())
+                                  : std::size_t(0)));
     take(logits_router, n * E);
     take(route_w, n * k);
     take(g1, n * k * I);

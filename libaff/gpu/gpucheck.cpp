@@ -16,7 +16,7 @@
 //                measured at most 2.6e-6 at these shapes, tests/gpu/RESULTS.md).
 //   1e-4         every GEMV and prefill GEMM (FP8, BF16, codebook experts; the GEMMs against
 //                twins that round x, and for moe_gemm the weights, to bf16 as they do), mHC
-//                pre (Sinkhorn), the shared
+//                pre (Sinkhorn) and the fused decode site (hc_site: expand, pre, norm), the shared
 //                expert and the head: fp32 partial sums of K ≤ 32768 products against double
 //                sums; the reordering error is about √K·2⁻²⁴ ≈ 1e-5 of the output's rms. One
 //                wrongly decoded weight moves its row by about 1/(4√K) ≥ 1.4e-3 of max |y|,
@@ -54,6 +54,7 @@
 #include "aff/quant/rotation.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/compressor.hpp"
+#include "kernels/bf16_gemv.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/fp8_gemm.hpp"
@@ -205,7 +206,7 @@ public:
     }
 
     // y = W x on the GPU from the container's stored bytes of `name` (FP8 + E8M0 scales through
-    // fp8_gemv, BF16/F32 through dense_gemv); the op name it used goes to `op`.
+    // fp8_gemv, BF16 through bf16_gemv, F32 through dense_gemv); the op name it used goes to `op`.
     std::vector<float> gpu_gemv(const std::string& name, const Matrix& w, const std::vector<float>& x, int batch,
                                 std::string& op) {
         const TensorInfo& t = c_.tensor(name);
@@ -224,6 +225,16 @@ public:
                          dx.as<float>() + std::size_t(b0) * w.cols, nb, dy.as<float>() + std::size_t(b0) * w.rows,
                          s.handle());
             }
+            s.synchronize();
+            return to_host<float>(dy, std::size_t(batch) * w.rows);
+        }
+        if (t.type == StorageType::BF16 && w.cols % 8 == 0) {
+            op = "bf16_gemv";  // as GpuModel multiplies every BF16 matrix: 4 rows of x a launch
+            dw = to_device(c_.bytes(t));
+            for (int b0 = 0; b0 < batch; b0 += kBf16GemvMaxBatch)
+                bf16_gemv(dw.as<std::uint16_t>(), w.rows, w.cols, dx.as<float>() + std::size_t(b0) * w.cols, w.cols,
+                          std::min(kBf16GemvMaxBatch, batch - b0), dy.as<float>() + std::size_t(b0) * w.rows, w.rows,
+                          s.handle());
             s.synchronize();
             return to_host<float>(dy, std::size_t(batch) * w.rows);
         }
@@ -329,7 +340,7 @@ public:
         return h;
     }
 
-    void hyper(int layer, const std::string& site, const HyperConnectionWeights& w) {
+    void hyper(int layer, const std::string& site, const HyperConnectionWeights& w, const std::vector<float>& norm_w) {
         const std::string what = "layer " + std::to_string(layer) + " hc_" + site;
         guarded("hc", what, [&] {
             const int T = o_.tokens, D = cfg_.hidden_size, n = cfg_.hc_mult, rows = cfg_.mix_width();
@@ -356,6 +367,30 @@ public:
             hc_post(dx.as<float>(), df.as<float>(), dp.as<float>(), dc.as<float>(), T, D, s.handle(), n);
             s.synchronize();
             add("hc_post", what, max_rel(to_host<float>(dx, x.size()), want), 1e-5);
+            // The fused decode site (GpuModel at 1..4 tokens): expand with the CPU's post and
+            // comb, then the pre step with these weights and the norm, against the twins in
+            // that order.
+            const int Ts = std::min(T, kHcSiteMaxTokens);
+            if (!hc_site_takes(Ts, hc)) return;
+            std::vector<float> xa(x.begin(), x.begin() + std::size_t(Ts) * n * D);
+            cpu::hc_post(xa.data(), f.data(), post.data(), comb.data(), Ts, D, n);
+            std::vector<float> post1(std::size_t(Ts) * n), comb1(std::size_t(Ts) * n * n), u1(std::size_t(Ts) * D),
+                a1(u1.size());
+            cpu::hc_pre(xa.data(), Ts, {w.fn.w.data(), w.base.data(), w.scale.data()}, hc, post1.data(), comb1.data(),
+                        u1.data());
+            cpu::rms_norm(u1.data(), norm_w.data(), a1.data(), Ts, D, float(cfg_.rms_norm_eps));
+            Buffer sx = to_device(std::vector<float>(x.begin(), x.begin() + std::size_t(Ts) * n * D)),
+                   sp = to_device(post), sc = to_device(comb), snorm = to_device(norm_w), sa = poisoned(a1.size()),
+                   sscratch = poisoned(hc_site_scratch_floats(Ts, hc));
+            hc_site(sx.as<float>(), df.as<float>(), sp.as<float>(), sc.as<float>(), Ts,
+                    {dfn.as<float>(), dbase.as<float>(), dscale.as<float>()}, hc, snorm.as<float>(),
+                    sscratch.as<float>(), sa.as<float>(), s.handle());
+            s.synchronize();
+            const std::string fused = what + " fused site " + std::to_string(Ts) + " tokens";
+            add("hc_site", fused + ": expanded streams", max_rel(to_host<float>(sx, xa.size()), xa), 1e-5);
+            add("hc_site", fused + ": post", max_rel(to_host<float>(sp, post1.size()), post1), 1e-4);
+            add("hc_site", fused + ": comb (Sinkhorn)", max_rel(to_host<float>(sc, comb1.size()), comb1), 1e-4);
+            add("hc_site", fused + ": normed input", max_rel(to_host<float>(sa, a1.size()), a1), 1e-4);
         });
     }
 
@@ -731,6 +766,27 @@ public:
             std::string op;
             const std::vector<float> got = gpu_gemv("head.weight", w.head, to_host<float>(dy, y.size()), T, op);
             add(op, "head.weight " + shape(V, D) + " after the GPU head", max_rel(got, want), 1e-4);
+            // The fused head site (decode): expand of the last sub-block (random post and comb),
+            // hyper head, final norm.
+            const int Ts = std::min(T, kHcSiteMaxTokens);
+            if (!hc_site_takes(Ts, hc)) return;
+            const std::vector<float> f = normal(std::size_t(Ts) * D), comb = normal(std::size_t(Ts) * n * n, 0.5f);
+            std::vector<float> post = normal(std::size_t(Ts) * n, 0.5f);
+            for (float& p : post) p += 1.0f;
+            std::vector<float> xa(x.begin(), x.begin() + std::size_t(Ts) * n * D), ys(std::size_t(Ts) * D), ysn(ys.size());
+            cpu::hc_post(xa.data(), f.data(), post.data(), comb.data(), Ts, D, n);
+            cpu::hc_head(xa.data(), Ts, {w.hc_head.fn.w.data(), w.hc_head.base.data(), w.hc_head.scale.data()}, hc,
+                         ys.data());
+            cpu::rms_norm(ys.data(), w.norm.data(), ysn.data(), Ts, D, float(cfg_.rms_norm_eps));
+            Buffer sx = to_device(std::vector<float>(x.begin(), x.begin() + std::size_t(Ts) * n * D)), sf = to_device(f),
+                   sp = to_device(post), sc = to_device(comb), sy = poisoned(ysn.size()),
+                   sscratch = poisoned(hc_site_scratch_floats(Ts, hc));
+            hc_head_site(sx.as<float>(), sf.as<float>(), sp.as<float>(), sc.as<float>(), Ts,
+                         {dfn.as<float>(), dbase.as<float>(), dscale.as<float>()}, hc, dnorm.as<float>(),
+                         sscratch.as<float>(), sy.as<float>(), s.handle());
+            s.synchronize();
+            add("hc_site", "fused head site (expand, hyper head, final norm) " + std::to_string(Ts) + " tokens",
+                max_rel(to_host<float>(sy, ysn.size()), ysn), 1e-4);
         });
     }
 
@@ -741,8 +797,8 @@ public:
         norm(l, p + "ffn_norm", w.ffn_norm);
         norm(l, p + "q_norm", w.attn.q_norm);
         norm(l, p + "kv_norm", w.attn.kv_norm);
-        hyper(l, "attn", w.hc_attn);
-        hyper(l, "ffn", w.hc_ffn);
+        hyper(l, "attn", w.hc_attn, w.attn_norm);
+        hyper(l, "ffn", w.hc_ffn, w.ffn_norm);
         projection(l, "attn.wq_a", w.attn.wq_a);
         projection(l, "attn.wq_b", w.attn.wq_b);
         projection(l, "attn.wkv", w.attn.wkv);

@@ -7,7 +7,7 @@
 // of fp8_gemv_tuned is timed, and per shape a read-only kernel streaming the same bytes per
 // launch shows what a single launch of that size can reach. Random FP8 bytes (no NaN codes)
 // and E8M0 scales; never zeros. Then one layer's FP8 projections as the forward
-// (libaff/gpu/forward.cpp) launches them, back to back: wq_a, wkv, wq_b, wo_a, wo_b, shared
+// (libaff/gpu/forward_*.cpp) launches them, back to back: wq_a, wkv, wq_b, wo_a, wo_b, shared
 // w1, w3, w2 (the indexer's and compressors' projections left out), wo_a once as the G = 8
 // grouped launch of fp8_gemv_layout (the forward now) and once as the 8 × batch launches the
 // forward made before. The last three lines are the figure, the bound and the ratio of the
