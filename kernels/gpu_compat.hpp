@@ -21,7 +21,9 @@
 #define hipDeviceProp_t cudaDeviceProp
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipError_t cudaError_t
+#define hipEventBlockingSync cudaEventBlockingSync
 #define hipEventCreate cudaEventCreate
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
 #define hipEventDestroy cudaEventDestroy
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventRecord cudaEventRecord

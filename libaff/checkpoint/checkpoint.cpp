@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -74,12 +75,14 @@ void dequant_fp8_block(const std::uint8_t* codes, std::uint64_t rows, std::uint6
 
 void dequant_fp4(const std::uint8_t* packed, std::uint64_t rows, std::uint64_t cols, const float* scale,
                  float* out) {
+    float lut[16];  // e2m1_to_f32 of each code, looked up instead of called per weight
+    for (int i = 0; i < 16; ++i) lut[i] = e2m1_to_f32(static_cast<std::uint8_t>(i));
     for (std::uint64_t r = 0; r < rows; ++r)
         for (std::uint64_t c = 0; c < cols; c += 2) {
             const std::uint8_t b = packed[r * (cols / 2) + c / 2];
             const float s = scale[r * (cols / 32) + c / 32];
-            out[r * cols + c] = e2m1_to_f32(b & 0xf) * s;
-            out[r * cols + c + 1] = e2m1_to_f32(b >> 4) * s;
+            out[r * cols + c] = lut[b & 0xf] * s;
+            out[r * cols + c + 1] = lut[b >> 4] * s;
         }
 }
 
@@ -187,6 +190,23 @@ std::vector<float> Checkpoint::read_f32(const std::string& name, const std::vect
 }
 
 void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out) const {
+    read_f32_rows(name, shape, out, nullptr);
+}
+
+void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out,
+                               ThreadPool& pool) const {
+    read_f32_rows(name, shape, out, &pool);
+}
+
+void Checkpoint::read_f32_rows(const std::string& name, const std::vector<std::uint64_t>& shape, float* out,
+                               ThreadPool* pool) const {
+    // fn(begin, end) over [0, n) in parts of `unit`, on the pool when there is one. Each
+    // value depends only on its own code and scale, so the parts do not change the result.
+    auto each = [&](std::uint64_t n, std::uint64_t unit, const std::function<void(std::uint64_t, std::uint64_t)>& fn) {
+        const std::uint64_t units = (n + unit - 1) / unit;
+        if (!pool) return fn(0, n);
+        pool->parallel_for(units, [&](std::size_t b, std::size_t e) { fn(b * unit, std::min<std::uint64_t>(e * unit, n)); });
+    };
     const TensorView& v = tensor(name);
     const std::uint64_t n = product(shape);
     auto check_shape = [&](const std::vector<std::uint64_t>& stored_expected) {
@@ -196,16 +216,18 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::u
     switch (v.dtype) {
         case DType::f32:
             check_shape(shape);
-            std::memcpy(out, v.data, n * 4);
+            each(n, 1 << 16, [&](std::uint64_t b, std::uint64_t e) { std::memcpy(out + b, v.data + 4 * b, (e - b) * 4); });
             return;
         case DType::bf16:
         case DType::f16: {
             check_shape(shape);
-            for (std::uint64_t i = 0; i < n; ++i) {
-                std::uint16_t bits;
-                std::memcpy(&bits, v.data + 2 * i, 2);
-                out[i] = v.dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-            }
+            each(n, 1 << 16, [&](std::uint64_t b, std::uint64_t e) {
+                for (std::uint64_t i = b; i < e; ++i) {
+                    std::uint16_t bits;
+                    std::memcpy(&bits, v.data + 2 * i, 2);
+                    out[i] = v.dtype == DType::bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+                }
+            });
             return;
         }
         case DType::f8_e4m3: {
@@ -215,7 +237,11 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::u
             if (!has(sn)) tensor_error(v, name, "F8_E4M3 weight without its scale tensor " + sn);
             const std::vector<float> scale =
                 read_scale(tensor(sn), sn, {(shape[0] + 127) / 128, (shape[1] + 127) / 128});
-            dequant_fp8_block(v.data, shape[0], shape[1], scale.data(), out);
+            const std::uint64_t scale_cols = (shape[1] + 127) / 128;
+            each(shape[0], 128, [&](std::uint64_t b, std::uint64_t e) {  // whole scale rows
+                dequant_fp8_block(v.data + b * shape[1], e - b, shape[1], scale.data() + b / 128 * scale_cols,
+                                  out + b * shape[1]);
+            });
             return;
         }
         case DType::i8: {
@@ -226,7 +252,10 @@ void Checkpoint::read_f32_into(const std::string& name, const std::vector<std::u
             const std::string sn = scale_name(name);
             if (!has(sn)) tensor_error(v, name, "packed FP4 weight without its scale tensor " + sn);
             const std::vector<float> scale = read_scale(tensor(sn), sn, {shape[0], shape[1] / 32});
-            dequant_fp4(v.data, shape[0], shape[1], scale.data(), out);
+            each(shape[0], 16, [&](std::uint64_t b, std::uint64_t e) {
+                dequant_fp4(v.data + b * (shape[1] / 2), e - b, shape[1], scale.data() + b * (shape[1] / 32),
+                            out + b * shape[1]);
+            });
             return;
         }
         default:

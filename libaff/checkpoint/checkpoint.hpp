@@ -11,6 +11,7 @@
 #include "aff/checkpoint/dtype.hpp"
 #include "aff/checkpoint/safetensors.hpp"
 #include "aff/checkpoint/tensor_reader.hpp"
+#include "aff/core/thread_pool.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -55,12 +56,17 @@ public:
     std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override;
     // Writes the same values into out (size = product of shape).
     void read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out) const;
+    // The same with the rows spread over pool (aff-quantize: a whole expert matrix at once).
+    void read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out,
+                       ThreadPool& pool) const;
     std::vector<std::int64_t> read_i64(const std::string& name,
                                        const std::vector<std::uint64_t>& shape) const override;
     std::string file_of(const std::string& name) const override { return tensor(name).file; }
     std::optional<Fp8Stored> fp8_stored(const std::string& name) const override;
 
 private:
+    void read_f32_rows(const std::string& name, const std::vector<std::uint64_t>& shape, float* out,
+                       ThreadPool* pool) const;
     void add_file(const std::string& file_name, const std::vector<std::string>* expected);
     void add_tensor(const std::string& canonical, TensorView view);
 

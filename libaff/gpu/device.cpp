@@ -160,6 +160,15 @@ Event::Event() {
     handle_ = e;
 }
 
+Event::Event(bool blocking_sync) {
+    hipEvent_t e = nullptr;
+    if (blocking_sync)
+        AFF_GPU_CHECK(hipEventCreateWithFlags(&e, hipEventBlockingSync));
+    else
+        AFF_GPU_CHECK(hipEventCreate(&e));
+    handle_ = e;
+}
+
 Event::~Event() {
     if (handle_) (void)hipEventDestroy(static_cast<hipEvent_t>(handle_));
 }

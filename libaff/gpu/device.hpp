@@ -90,6 +90,9 @@ private:
 class Event {
 public:
     Event();
+    // blocking_sync: synchronize() sleeps until the event instead of spinning on a core (for a
+    // thread that waits long while other threads need the cores).
+    explicit Event(bool blocking_sync);
     ~Event();
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;

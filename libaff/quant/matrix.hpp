@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 namespace aff::quant {
@@ -40,12 +41,54 @@ struct MatrixOptions {
     BlockSearch* search = nullptr;
 };
 
+// Σ(w − ŵ)² and Σw² over a quantised matrix, ŵ what its stored bytes decode to; summed per
+// row, then rows in order, so the same at any thread count. Rotated rows are measured in
+// the rotated basis (the rotation is orthonormal: the same sums up to float rounding), which
+// spares the inverse transform.
+struct MatrixError {
+    double error = 0, reference = 0;
+};
+
 // w: rows × cols row-major. importance: per input column (E[x_j²] from an imatrix),
 // or empty. out: matrix_bytes(rows, cols). Returns whether the stored rows are rotated
-// (storage type kTypeTrellisRotated) or not (kTypeTrellis).
+// (storage type kTypeTrellisRotated) or not (kTypeTrellis). error: when not null, the
+// matrix's error, measured while its rows are still in cache.
 bool quantize_matrix(std::span<const float> w, std::size_t rows, std::size_t cols, std::span<const float> importance,
                      const MatrixOptions& options, const Codebook& codebook, ThreadPool& pool,
-                     std::span<std::uint8_t> out);
+                     std::span<std::uint8_t> out, MatrixError* error = nullptr);
+
+// quantize_matrix with a BlockSearch, in stages, so that a caller can run one matrix's
+// searches while its threads prepare and finish others (aff-quantize's pipeline,
+// quantize_model.cpp). quantize_matrix is prepare, start, finish on one encoder: the bytes
+// are the same. The encoder keeps its working memory (about 10 bytes a weight) from one
+// matrix to the next.
+class MatrixEncoder {
+public:
+    MatrixEncoder();
+    ~MatrixEncoder();  // waits for a search still under way
+    MatrixEncoder(const MatrixEncoder&) = delete;
+    MatrixEncoder& operator=(const MatrixEncoder&) = delete;
+
+    // Everything before the first search pass: the checks, the rotation choice (its sample
+    // searches run at once through options.search), the rotated rows, the block states and
+    // the targets. options.search must be set and outlive finish(); w and importance need
+    // not outlive this call.
+    void prepare(std::span<const float> w, std::size_t rows, std::size_t cols, std::span<const float> importance,
+                 const MatrixOptions& options, const Codebook& codebook, ThreadPool& pool);
+    // Begins the first pass's searches (BlockSearch::start; one started search at a time).
+    void start();
+    // Waits for them (no-op when there is nothing to wait for).
+    void wait();
+    // Waits, runs any further passes at once, writes out (matrix_bytes(rows, cols)) and
+    // returns whether the rows are rotated; error as for quantize_matrix.
+    bool finish(ThreadPool& pool, std::span<std::uint8_t> out, MatrixError* error = nullptr);
+
+    struct Work;
+
+private:
+    std::unique_ptr<Work> work_;
+    bool rotated_ = false;
+};
 
 // Row r of the original (unrotated) matrix.
 void dequantize_row(std::span<const std::uint8_t> row, std::size_t cols, bool rotated, const Codebook& codebook,

@@ -1,9 +1,11 @@
 // quantize_checkpoint: plans the run (quantize_plan.hpp), checks the imatrix against
-// the checkpoint (expert_importance.hpp), hashes the sources, then streams the
-// container: dense tensors copied from the memory-mapped checkpoint, each routed
-// expert dequantised, quantised and written as one extent. Runs one matrix at a time
-// with its rows spread over the pool; quantize_matrix's bytes do not depend on the
-// thread count and everything else here runs in plan order, so neither does the file.
+// the checkpoint (expert_importance.hpp), then streams the container: dense tensors copied
+// from the memory-mapped checkpoint, each routed expert dequantised, quantised and written
+// as one extent. With the searches on a GPU the work is a pipeline: while the GPU searches
+// matrix i, the threads finish matrix i-1 (scales, bit packing, its error) and dequantise
+// and prepare matrix i+1; the sources are hashed and the container written on threads of
+// their own meanwhile. Every byte of the file is still decided in plan order, and
+// quantize_matrix's bytes do not depend on the thread count, so neither does the file.
 #include "aff/quant/quantize_model.hpp"
 
 #include "aff/checkpoint/checkpoint.hpp"
@@ -20,12 +22,17 @@
 #include "aff/quant/source_digests.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <deque>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -95,29 +102,90 @@ std::string read_text(const std::string& path) {
     return f.size() ? std::string(reinterpret_cast<const char*>(f.data()), f.size()) : std::string();
 }
 
-struct ErrorSums {
-    double error = 0, reference = 0;
+// Runs jobs in order on a thread of its own (the container's writes), so the threads that
+// quantise never wait for the disk. At most `max_queued` jobs wait (each may hold a
+// matrix's bytes); the first error is rethrown by the next push() or by drain().
+class JobThread {
+public:
+    explicit JobThread(std::size_t max_queued) : max_(max_queued), thread_([this] { loop(); }) {}
+    ~JobThread() {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+            jobs_.clear();  // not drained: an error is on its way out, the file will not be kept
+        }
+        changed_.notify_all();
+        thread_.join();
+    }
+    JobThread(const JobThread&) = delete;
+    JobThread& operator=(const JobThread&) = delete;
+
+    void push(std::function<void()> job) {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return error_ || jobs_.size() < max_; });
+        if (error_) std::rethrow_exception(error_);
+        jobs_.push_back(std::move(job));
+        changed_.notify_all();
+    }
+    // Waits until every job has run.
+    void drain() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return error_ || (jobs_.empty() && !busy_); });
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    void loop() {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            changed_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+            if (stop_) return;
+            std::function<void()> job = std::move(jobs_.front());
+            jobs_.pop_front();
+            busy_ = true;
+            lock.unlock();
+            std::exception_ptr error;
+            try {
+                job();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            lock.lock();
+            busy_ = false;
+            if (error && !error_) error_ = error, jobs_.clear();
+            changed_.notify_all();
+        }
+    }
+
+    const std::size_t max_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<std::function<void()>> jobs_;
+    std::exception_ptr error_;
+    bool busy_ = false, stop_ = false;
+    std::thread thread_;  // last: starts once the rest exists
 };
 
-// Σ(w − ŵ)² and Σw² of a quantised matrix, rows decoded in parallel, summed in row order.
-ErrorSums matrix_error(const std::vector<float>& w, std::size_t rows, std::size_t cols,
-                       const std::vector<std::uint8_t>& q, bool rotated, const Codebook& cb, ThreadPool& pool) {
-    std::vector<ErrorSums> per_row(rows);
-    const std::size_t rb = row_bytes(cols);
-    pool.parallel_for(rows, [&](std::size_t begin, std::size_t end) {
-        std::vector<float> back(cols);
-        for (std::size_t r = begin; r < end; ++r) {
-            dequantize_row(std::span(q).subspan(r * rb, rb), cols, rotated, cb, back.data());
-            for (std::size_t j = 0; j < cols; ++j) {
-                const double x = w[r * cols + j], d = x - back[j];
-                per_row[r].error += d * d;
-                per_row[r].reference += x * x;
-            }
+// The plan as the writer sees it: a dense tensor, the start or end of an expert's extent,
+// or one of its three matrices.
+struct Step {
+    enum Kind { dense, begin_expert, matrix, end_expert } kind;
+    const PlanItem* item;
+    int which = 0;  // matrix: 0 w1, 1 w2, 2 w3
+};
+
+std::vector<Step> plan_steps(const QuantizePlan& plan) {
+    std::vector<Step> steps;
+    for (const PlanItem& item : plan.items) {
+        if (!item.expert) {
+            steps.push_back({Step::dense, &item});
+            continue;
         }
-    }, 16);
-    ErrorSums s;
-    for (const auto& r : per_row) s.error += r.error, s.reference += r.reference;
-    return s;
+        steps.push_back({Step::begin_expert, &item});
+        for (int which = 0; which < 3; ++which) steps.push_back({Step::matrix, &item, which});
+        steps.push_back({Step::end_expert, &item});
+    }
+    return steps;
 }
 
 }  // namespace
@@ -172,9 +240,11 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
         if (fs::exists(tok)) tokenizer = read_text(tok), extra_sources.push_back(tok);
         if (fs::exists(tmpl)) chat = read_text(tmpl), extra_sources.push_back(tmpl);
     }
-    nlohmann::json sources = hash_sources(source_files(ck, extra_sources), pool, progress);
-    nlohmann::json imatrix_source = nullptr;
-    if (imatrix) imatrix_source = hash_sources({o.imatrix_path}, pool, null_progress()).at(0);
+    // Hashed while the experts are quantised: the digests go into the metadata, which the
+    // writer puts in the file only at the end. Two threads: the pool has the cores.
+    std::vector<std::string> hashed = source_files(ck, extra_sources);
+    if (imatrix) hashed.push_back(o.imatrix_path);
+    BackgroundHashes hashes(hashed, 2);
 
     nlohmann::json quantiser = {
         {"format", "TQ2875"},
@@ -189,19 +259,9 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
         {"layers", layers},
         {"source_layers", source_layers},
     };
-    nlohmann::json metadata = {
-        {"config", config},
-        {"quantiser", quantiser},
-        {"provenance",
-         {{"tool", o.tool}, {"created", o.created}, {"sources", sources}, {"imatrix", imatrix_source}}},
-        {"role", o.draft ? "draft" : "main"},
-        {"codebook_id", cb.id},
-    };
-
     QuantizeReport report;
     report.codebook_id = cb.id;
     ContainerWriter writer(o.out_path);
-    writer.set_metadata(std::move(metadata));
     if (!o.draft) writer.set_codebook(cb.bytes);
     if (tokenizer) writer.set_tokenizer_json(std::move(*tokenizer));
     if (chat) writer.set_chat_template(std::move(*chat));
@@ -214,50 +274,128 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
             writer.set_expert_profile(profile_from_imatrix(*imatrix, layers, nullptr).serialize());
     }
 
-    ErrorSums total;
-    std::vector<float> weights;
-    std::vector<std::uint8_t> quantised;
-    progress.begin(o.draft ? "quantising draft experts" : "quantising experts", plan.expert_weights, "weights");
-    for (const PlanItem& item : plan.items) {
-        if (!item.expert) {
-            const TensorView& v = ck.tensor(item.name);
-            writer.add_tensor(item.name, storage_type_of(v.dtype, item.name), v.shape, {v.data, v.nbytes});
-            ++report.dense_tensors;
-            report.dense_bytes += v.nbytes;
-            continue;
+    MatrixError total;
+    JobThread write(8);
+    const std::vector<Step> steps = plan_steps(plan);
+    std::size_t written = 0;  // steps before this one are queued for the writer
+    // Queues the dense tensors and extent boundaries before step `until`.
+    auto write_until = [&](std::size_t until) {
+        for (; written < until; ++written) {
+            const Step& st = steps[written];
+            if (st.kind == Step::dense) {
+                const TensorView& v = ck.tensor(st.item->name);
+                const StorageType type = storage_type_of(v.dtype, st.item->name);
+                write.push([&writer, &v, type, name = st.item->name] { writer.add_tensor(name, type, v.shape, {v.data, v.nbytes}); });
+                ++report.dense_tensors;
+                report.dense_bytes += v.nbytes;
+            } else if (st.kind == Step::begin_expert) {
+                write.push([&writer, key = st.item->key] { writer.begin_expert(key); });
+            } else if (st.kind == Step::end_expert) {
+                write.push([&writer] { writer.end_expert(); });
+                ++report.experts;
+            }
         }
-        writer.begin_expert(item.key);
-        for (int which = 0; which < 3; ++which) {
-            const std::string name = expert_matrix_name(item.key, which);
-            const std::uint64_t rows = which == 1 ? geometry.hidden : geometry.intermediate;
-            const std::uint64_t cols = which == 1 ? geometry.intermediate : geometry.hidden;
-            weights.resize(rows * cols);
-            ck.read_f32_into(name, {rows, cols}, weights.data());
-            std::vector<float> imp;
-            if (imatrix && !item.key.draft)
-                imp = importance.importance(*imatrix, item.key.layer, item.key.expert, which, geometry);
-            quantised.assign(matrix_bytes(rows, cols), 0);
-            const bool rotated = with_context("tensor " + name, [&] {
-                return quantize_matrix(weights, rows, cols, imp, o.matrix, cb.codebook, pool, quantised);
-            });
-            writer.begin_tensor(name, rotated ? StorageType::TQ2875R : StorageType::TQ2875, {rows, cols});
-            writer.write(quantised);
+    };
+    std::vector<std::size_t> matrices;  // the matrix steps, in order
+    for (std::size_t i = 0; i < steps.size(); ++i)
+        if (steps[i].kind == Step::matrix) matrices.push_back(i);
+    struct Shape {
+        std::string name;
+        std::uint64_t rows, cols;
+    };
+    auto shape_of = [&](std::size_t m) {
+        const Step& st = steps[matrices[m]];
+        return Shape{expert_matrix_name(st.item->key, st.which), st.which == 1 ? geometry.hidden : geometry.intermediate,
+                     st.which == 1 ? geometry.intermediate : geometry.hidden};
+    };
+    // Matrix m's weights (dequantised on the pool) and importance.
+    std::vector<float> weights, imp;
+    auto load = [&](std::size_t m) {
+        const Step& st = steps[matrices[m]];
+        const Shape sh = shape_of(m);
+        weights.resize(sh.rows * sh.cols);
+        ck.read_f32_into(sh.name, {sh.rows, sh.cols}, weights.data(), pool);
+        imp.clear();
+        if (imatrix && !st.item->key.draft)
+            imp = importance.importance(*imatrix, st.item->key.layer, st.item->key.expert, st.which, geometry);
+    };
+    // Matrix m is quantised: account for it and queue its bytes after what precedes it.
+    auto done = [&](std::size_t m, bool rotated, const MatrixError& e, std::vector<std::uint8_t> bytes) {
+        const Shape sh = shape_of(m);
+        write_until(matrices[m]);
+        total.error += e.error, total.reference += e.reference;
+        const double nmse = e.reference > 0 ? e.error / e.reference : 0.0;
+        if (nmse > report.worst_nmse || report.worst_matrix.empty()) report.worst_nmse = nmse, report.worst_matrix = sh.name;
+        report.rotated_matrices += rotated;
+        ++report.matrices;
+        report.expert_bytes += bytes.size();
+        report.expert_weights += sh.rows * sh.cols;
+        write.push([&writer, rotated, sh, bytes = std::move(bytes)] {
+            writer.begin_tensor(sh.name, rotated ? StorageType::TQ2875R : StorageType::TQ2875, {sh.rows, sh.cols});
+            writer.write(bytes);
             writer.end_tensor();
-            const ErrorSums e = matrix_error(weights, rows, cols, quantised, rotated, cb.codebook, pool);
-            total.error += e.error, total.reference += e.reference;
-            const double nmse = e.reference > 0 ? e.error / e.reference : 0.0;
-            if (nmse > report.worst_nmse || report.worst_matrix.empty()) report.worst_nmse = nmse, report.worst_matrix = name;
-            report.rotated_matrices += rotated;
-            ++report.matrices;
-            report.expert_bytes += quantised.size();
-            report.expert_weights += rows * cols;
-            progress.advance(rows * cols);
+        });
+        written = matrices[m] + 1;
+        progress.advance(sh.rows * sh.cols);
+    };
+
+    progress.begin(o.draft ? "quantising draft experts" : "quantising experts", plan.expert_weights, "weights");
+    const std::size_t count = matrices.size();
+    if (!o.matrix.search) {  // the searches on the pool: nothing to overlap them with
+        for (std::size_t m = 0; m < count; ++m) {
+            const Shape sh = shape_of(m);
+            load(m);
+            std::vector<std::uint8_t> bytes(matrix_bytes(sh.rows, sh.cols));
+            MatrixError e;
+            const bool rotated = with_context("tensor " + sh.name, [&] {
+                return quantize_matrix(weights, sh.rows, sh.cols, imp, o.matrix, cb.codebook, pool, bytes, &e);
+            });
+            done(m, rotated, e, std::move(bytes));
         }
-        writer.end_expert();
-        ++report.experts;
+    } else {  // the GPU searches m while the pool finishes m - 1 and prepares m + 1
+        MatrixEncoder encoders[3];
+        auto prepare = [&](std::size_t m) {
+            load(m);
+            const Shape sh = shape_of(m);
+            with_context("tensor " + sh.name, [&] {
+                encoders[m % 3].prepare(weights, sh.rows, sh.cols, imp, o.matrix, cb.codebook, pool);
+            });
+        };
+        auto finish = [&](std::size_t m) {
+            const Shape sh = shape_of(m);
+            std::vector<std::uint8_t> bytes(matrix_bytes(sh.rows, sh.cols));
+            MatrixError e;
+            const bool rotated =
+                with_context("tensor " + sh.name, [&] { return encoders[m % 3].finish(pool, bytes, &e); });
+            done(m, rotated, e, std::move(bytes));
+        };
+        if (count) prepare(0);
+        for (std::size_t m = 0; m < count; ++m) {
+            if (m) with_context("tensor " + shape_of(m - 1).name, [&] { encoders[(m - 1) % 3].wait(); });
+            encoders[m % 3].start();
+            if (m) finish(m - 1);
+            if (m + 1 < count) prepare(m + 1);
+        }
+        if (count) finish(count - 1);
     }
+    write_until(steps.size());
+    write.drain();
     progress.end();
     report.nmse = total.reference > 0 ? total.error / total.reference : 0.0;
+
+    nlohmann::json sources = hashes.get();
+    nlohmann::json imatrix_source = nullptr;
+    if (imatrix) imatrix_source = sources.back(), sources.erase(sources.size() - 1);
+    nlohmann::json metadata = {
+        {"config", config},
+        {"quantiser", quantiser},
+        {"provenance",
+         {{"tool", o.tool}, {"created", o.created}, {"sources", sources}, {"imatrix", imatrix_source}}},
+        {"role", o.draft ? "draft" : "main"},
+        {"codebook_id", cb.id},
+    };
+
+    writer.set_metadata(std::move(metadata));
     writer.finish();
     report.file_bytes = fs::file_size(o.out_path);
     return report;

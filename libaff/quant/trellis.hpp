@@ -94,6 +94,16 @@ public:
     virtual std::string describe() const = 0;
     virtual void search(const Codebook& codebook, const float* y, std::size_t blocks, const float* q,
                         std::size_t q_blocks, const std::uint32_t* q_index, std::uint16_t* windows) = 0;
+    // The same search begun in the background, so the caller's threads can work meanwhile
+    // (aff-quantize's pipeline): the arguments must stay valid and unchanged, and windows
+    // unread, until wait() returns. One started search at a time; search() may be called
+    // while one is under way. By default start() searches at once and wait() returns.
+    virtual void start(const Codebook& codebook, const float* y, std::size_t blocks, const float* q,
+                       std::size_t q_blocks, const std::uint32_t* q_index, std::uint16_t* windows) {
+        search(codebook, y, blocks, q, q_blocks, q_index, windows);
+    }
+    // Waits for the started search, if any; rethrows its error.
+    virtual void wait() {}
 };
 
 // Decodes 256 weights from a 92-byte block.

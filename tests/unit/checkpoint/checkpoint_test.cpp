@@ -275,3 +275,31 @@ TEST_CASE("bad checkpoints fail with one line naming the file and the tensor", "
         fs::remove_all(d);
     }
 }
+
+TEST_CASE("a read spread over a thread pool gives the serial read's values bit for bit", "[checkpoint]") {
+    aff::ThreadPool pool(3);
+    int checked = 0, split = 0;
+    for (const char* name : {"tiny-a", "tiny-a-fp8"}) {
+        aff::Checkpoint ck(models + "/" + name);
+        for (const std::string& t : ck.names()) {
+            const aff::TensorView& v = ck.tensor(t);
+            if (t.ends_with(".scale") || v.shape.size() != 2 ||
+                !(v.dtype == aff::DType::i8 || v.dtype == aff::DType::f8_e4m3 || v.dtype == aff::DType::bf16 ||
+                  v.dtype == aff::DType::f32))
+                continue;
+            INFO(name << " " << t);
+            std::vector<std::uint64_t> shape = v.shape;
+            if (v.dtype == aff::DType::i8) shape[1] *= 2;
+            const std::size_t n = shape[0] * shape[1];
+            std::vector<float> a(n), b(n, -1.0f);
+            ck.read_f32_into(t, shape, a.data());
+            ck.read_f32_into(t, shape, b.data(), pool);
+            CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
+            ++checked;
+            // Tensors the pool really splits: FP4 in parts of 16 rows, FP8 of 128 (its scale blocks).
+            split += v.dtype == aff::DType::i8 ? shape[0] > 16 : v.dtype == aff::DType::f8_e4m3 ? shape[0] > 128 : n > 65536;
+        }
+    }
+    CHECK(checked > 100);
+    CHECK(split > 10);
+}

@@ -14,6 +14,7 @@
 #include "aff/quant/expert_profile.hpp"
 #include "aff/quant/quantize_model.hpp"
 #include "aff/quant/quantize_plan.hpp"
+#include "unit/quant/background_search.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 
 #include "../temp_dir.hpp"
@@ -459,4 +460,28 @@ TEST_CASE("quantize: FP8 block-scaled experts (the Base checkpoints) are dequant
     const aff::Checkpoint ck(dir / "ck");
     CHECK(check_against_checkpoint(c, ck, Codebook::builtin(), 0.06) == 8 * 3);
     CHECK(c.tensors().size() == 8 * 3);  // the scales are absorbed, not stored
+}
+
+TEST_CASE("quantize: the pipeline around a background search writes the CPU path's bytes", "[quant]") {
+    TempDir dir;
+    write_all(dir / "im.gguf", tiny_b_imatrix());
+    for (bool weighted : {false, true}) {
+        INFO((weighted ? "with" : "without") << " an imatrix");
+        QuantizeOptions o = options(model("tiny-b"), dir / "cpu.aff");
+        if (weighted) o.imatrix_path = dir / "im.gguf";  // the rotation choice searches meanwhile
+        const QuantizeReport a = run(o, 3);
+        aff::test::BackgroundSearch search;
+        o.matrix.search = &search;
+        o.out_path = dir / "pipelined.aff";
+        const QuantizeReport b = run(o, 3);
+        CHECK(search.started == 3 * 6 * 3);  // every matrix's searches overlapped
+        CHECK(read_all(dir / "cpu.aff") == read_all(dir / "pipelined.aff"));
+        CHECK(a.nmse == Approx(b.nmse).epsilon(1e-12));
+        CHECK(a.worst_nmse == Approx(b.worst_nmse).epsilon(1e-12));
+        CHECK(a.worst_matrix == b.worst_matrix);
+        CHECK(a.rotated_matrices == b.rotated_matrices);
+        CHECK(a.experts == 3 * 6);
+        CHECK(b.experts == 3 * 6);
+        CHECK(a.dense_tensors == b.dense_tensors);
+    }
 }
