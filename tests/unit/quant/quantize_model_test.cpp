@@ -320,6 +320,28 @@ aff::test::Bytes tiny_b_imatrix(std::uint64_t up_cols = 64) {
     t.push_back({"blk.0.ssm_in.weight.counts", {1, 1}, {3}});
     return aff::test::gguf(t);
 }
+
+// Quantises o's checkpoint again without the imatrix and compares tensors of the two
+// containers byte for byte: the weighting must change each of `changed` and none of `same`.
+void check_weighting(QuantizeOptions o, const aff::Container& weighted, const std::string& plain_path,
+                     const std::vector<std::string>& changed, const std::vector<std::string>& same) {
+    o.imatrix_path.clear();
+    o.out_path = plain_path;
+    run(o);
+    const aff::Container plain = aff::Container::open(plain_path);
+    auto equal = [&](const std::string& name) {
+        const auto a = weighted.bytes(weighted.tensor(name)), b = plain.bytes(plain.tensor(name));
+        return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    };
+    for (const std::string& name : changed) {
+        INFO(name);
+        CHECK_FALSE(equal(name));
+    }
+    for (const std::string& name : same) {
+        INFO(name);
+        CHECK(equal(name));
+    }
+}
 }  // namespace
 
 TEST_CASE("quantize: an imatrix weighs the experts and becomes the expert profile", "[quant]") {
@@ -348,18 +370,8 @@ TEST_CASE("quantize: an imatrix weighs the experts and becomes the expert profil
 
     // The weighting changes the experts the calibration saw (expert 0), not those it
     // never routed to (expert 1, count 0), and no dense tensor.
-    o.imatrix_path.clear();
-    o.out_path = dir / "plain.aff";
-    run(o);
-    const aff::Container plain = aff::Container::open(dir / "plain.aff");
-    auto same = [&](const std::string& name) {
-        const auto a = c.bytes(c.tensor(name)), b = plain.bytes(plain.tensor(name));
-        return std::equal(a.begin(), a.end(), b.begin(), b.end());
-    };
-    CHECK_FALSE(same("layers.1.ffn.experts.0.w1.weight"));
-    CHECK_FALSE(same("layers.1.ffn.experts.0.w2.weight"));
-    CHECK(same("layers.1.ffn.experts.1.w1.weight"));
-    CHECK(same("layers.1.attn.wq_a.weight"));
+    check_weighting(o, c, dir / "plain.aff", {"layers.1.ffn.experts.0.w1.weight", "layers.1.ffn.experts.0.w2.weight"},
+                    {"layers.1.ffn.experts.1.w1.weight", "layers.1.attn.wq_a.weight"});
 }
 
 TEST_CASE("quantize: an imatrix whose shapes disagree with the checkpoint names the tensor", "[quant]") {
@@ -389,18 +401,8 @@ TEST_CASE("quantize: a legacy .dat imatrix weighs the experts but makes no profi
     CHECK_FALSE(c.expert_profile());
     CHECK(c.metadata().at("quantiser").at("imatrix") == true);
     // Layer 0's w1 and w3 are weighted (up serves gate too), its w2 and layer 1 are not.
-    o.imatrix_path.clear();
-    o.out_path = dir / "plain.aff";
-    run(o);
-    const aff::Container plain = aff::Container::open(dir / "plain.aff");
-    auto same = [&](const std::string& name) {
-        const auto a = c.bytes(c.tensor(name)), b = plain.bytes(plain.tensor(name));
-        return std::equal(a.begin(), a.end(), b.begin(), b.end());
-    };
-    CHECK_FALSE(same("layers.0.ffn.experts.2.w1.weight"));
-    CHECK_FALSE(same("layers.0.ffn.experts.2.w3.weight"));
-    CHECK(same("layers.0.ffn.experts.2.w2.weight"));
-    CHECK(same("layers.1.ffn.experts.2.w1.weight"));
+    check_weighting(o, c, dir / "plain.aff", {"layers.0.ffn.experts.2.w1.weight", "layers.0.ffn.experts.2.w3.weight"},
+                    {"layers.0.ffn.experts.2.w2.weight", "layers.1.ffn.experts.2.w1.weight"});
 }
 
 TEST_CASE("quantize: fused transformers expert tensors (tiny-c) are split per expert", "[quant]") {
