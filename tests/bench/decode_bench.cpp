@@ -14,12 +14,7 @@
 // figure, bound and ratio (tests/bench/RESULTS.md).
 //     decode_bench CONTAINER.aff [STEPS]          (STEPS timed decode calls per point, default 24)
 #if defined(AFF_HAVE_GPU)
-#include "aff/container/container.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
+#include "bench_model.hpp"
 #include "kernels/stream_read.hpp"
 #endif
 
@@ -66,24 +61,15 @@ int main(int argc, char** argv) {
         using namespace aff::gpu;
         const std::string path = argv[1];
         const int steps = argc > 2 ? std::max(3, std::atoi(argv[2])) : 24;
-        use_device(select_devices(1)[0]);
-        const DeviceInfo info = device_info(0);
-        std::printf("device: %s, %d multiprocessors\n", info.name.c_str(), info.multiprocessors);
+        const DeviceInfo info = bench::open_bench_device();
         const double ceiling = measure_read_ceiling(info.multiprocessors);
         std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
 
         aff::ThreadPool pool(0);
-        auto t0 = std::chrono::steady_clock::now();
-        auto cpu = aff::Model::load(path, pool);
-        GpuOptions opt;
-        opt.max_context = 4096;
-        // The container again, for the bytes the GPU keeps as stored (dense FP8 weights).
-        const aff::ContainerTensorReader stored(std::make_shared<const aff::Container>(aff::Container::open(path)));
-        GpuModel g(*cpu, &stored, opt);
+        const bench::BenchModel model = bench::load_bench_model(path, pool, 4096);
+        GpuModel& g = *model.gpu;
         const aff::ModelConfig& c = g.config();
         const int L = c.num_layers, V = c.vocab_size;
-        std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), L,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), g.describe().c_str());
 
         std::mt19937 rng(7);
         std::uniform_int_distribution<int> tok(0, V - 1);

@@ -12,12 +12,7 @@
 // three lines are the 32K prompt's figure, bound and ratio (tests/bench/RESULTS.md).
 //     prefill_forward_bench CONTAINER.aff
 #if defined(AFF_HAVE_GPU)
-#include "aff/container/container.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
+#include "bench_model.hpp"
 #endif
 
 #include <algorithm>
@@ -80,20 +75,12 @@ int main(int argc, char** argv) {
     try {
         using namespace aff::gpu;
         const std::string path = argv[1];
-        use_device(select_devices(1)[0]);
-        const DeviceInfo info = device_info(0);
-        std::printf("device: %s, %d multiprocessors\n", info.name.c_str(), info.multiprocessors);
+        bench::open_bench_device();
         aff::ThreadPool pool(0);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto cpu = aff::Model::load(path, pool);
-        GpuOptions opt;
-        opt.max_context = 32768;
-        const aff::ContainerTensorReader stored(std::make_shared<const aff::Container>(aff::Container::open(path)));
-        GpuModel g(*cpu, &stored, opt);
+        const bench::BenchModel model = bench::load_bench_model(path, pool, 32768);
+        GpuModel& g = *model.gpu;
         const aff::ModelConfig& c = g.config();
         const int L = c.num_layers, V = c.vocab_size;
-        std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), L,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), g.describe().c_str());
         std::mt19937 rng(7);
         std::uniform_int_distribution<int> tok(0, V - 1);
         std::vector<std::int32_t> prompt(32768);
