@@ -85,6 +85,24 @@ void hc_coefficients(const HyperConnectionWeights& w, const float* mix_raw, cons
         normalise_columns();
     }
 }
+// The relative margin of a top-k choice among scores[0 .. count): its k-th best chosen score
+// against the best score left out (SelectionMargins); +inf when nothing was left out.
+template <class Index>
+double topk_margin(const float* scores, int count, const Index* chosen, int k) {
+    if (k <= 0 || k >= count) return std::numeric_limits<double>::infinity();
+    std::vector<char> taken(count, 0);
+    double kth = std::numeric_limits<double>::infinity(), left = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j < k; ++j) {
+        taken[chosen[j]] = 1;
+        kth = std::min(kth, double(scores[chosen[j]]));
+    }
+    for (int e = 0; e < count; ++e)
+        if (!taken[e]) left = std::max(left, double(scores[e]));
+    const double scale = std::max(std::fabs(kth), std::fabs(left));
+    if (scale == 0.0) return std::numeric_limits<double>::infinity();  // two exact zeros: exact everywhere
+    return (kth - left) / scale;
+}
+
 }  // namespace
 
 std::vector<float> rope_inv_freq(const RopeParameters& t, int rope_dim) {
@@ -155,7 +173,7 @@ void Model::compress(const CompressorWeights& w, CompressorState& st, std::int64
 // §3.4-3.8: attention of n tokens at positions start.. over the sliding window and,
 // for CSA/HCA layers, the compressed entries visible to each query.
 void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                      const float* a, float* out) const {
+                      const float* a, float* out, SelectionMargins* margins) const {
     const ModelConfig& c = config_;
     const AttentionWeights& w = lw.attn;
     const int H = c.num_heads, Dh = c.head_dim, Dr = c.rope_dim, Rq = c.q_lora_rank, W = c.sliding_window;
@@ -207,6 +225,11 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
                 index_count[t] = select_topk(&scores[t * count], visible_entries(count, start + std::int64_t(t), r),
                                              c.index_topk, &index[t * k]);
         });
+        if (margins)
+            for (int t = 0; t < n; ++t)
+                margins->note(start + t, topk_margin(&scores[std::size_t(t) * count],
+                                                     visible_entries(count, start + std::int64_t(t), r),
+                                                     &index[std::size_t(t) * k], index_count[t]));
         entries.index = index.data();
         entries.index_count = index_count.data();
         entries.stride = k;
@@ -231,13 +254,13 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
 
 void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out) const {
     if (layer < 0 || layer >= config_.num_layers) throw_internal("attention_block: layer out of range");
-    attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out);
+    attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out, nullptr);
 }
 
 // §3.9: router (sqrtsoftplus; bias for selection only, or tid2eid for hash layers),
 // routed SwiGLU experts with clamps, shared expert.
 void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-                float* out) const {
+                float* out, std::int64_t start, SelectionMargins* margins) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), E = c.n_routed_experts, k = c.experts_per_token, I = c.moe_intermediate_size,
               D = c.hidden_size;
@@ -260,6 +283,11 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
                 return sx > sy || (sx == sy && x < y);
             });
             std::copy(order.begin(), order.begin() + k, sel);
+            if (margins) {
+                std::vector<float> biased(E);
+                for (int e = 0; e < E; ++e) biased[e] = score[e] + w.bias[e];
+                margins->note(start + t, topk_margin(biased.data(), E, sel, k));
+            }
         }
         float sum = 0;
         for (int j = 0; j < k; ++j) sum += score[sel[j]];
@@ -301,7 +329,8 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
 
 // One decoder layer (§3.2 "Decoder layer"): mHC around attention, then around the MoE.
 void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
-                          std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x) const {
+                          std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
+                          SelectionMargins* margins) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, nD = hc * D, M = c.mix_width();
     std::vector<float> mix(std::size_t(n) * M), pre(std::size_t(n) * hc), post(std::size_t(n) * hc),
@@ -335,10 +364,10 @@ void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind 
         }
     };
     collapse(w.hc_attn, w.attn_norm);
-    attention(w, kind, st, start, n, u.data(), f.data());
+    attention(w, kind, st, start, n, u.data(), f.data(), margins);
     expand();
     collapse(w.hc_ffn, w.ffn_norm);
-    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data());
+    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins);
     expand();
 }
 
@@ -380,7 +409,8 @@ std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t>
             std::memcpy(&x[(std::size_t(t) * hc + k) * D], weights_.embed.row(tokens[t]), sizeof(float) * D);
     const int layers = options_.max_layers < 0 ? c.num_layers : std::min(options_.max_layers, c.num_layers);
     for (int l = 0; l < layers; ++l)
-        layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x);
+        layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x,
+                      st.margins);
     st.position += n;
     if (streams_out) *streams_out = x;
     const int first = all_logits ? 0 : n - 1;
@@ -407,11 +437,19 @@ std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> st
     for (int t = 0; t < n; ++t)
         for (int k = 0; k < hc; ++k)
             for (int d = 0; d < D; ++d) x[(std::size_t(t) * hc + k) * D + d] += ep[std::size_t(t) * D + d];
-    layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x);
+    layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x,
+                  nullptr);
     st.mtp_position += n;
     std::vector<float> logits(std::size_t(n) * V);
     hyper_head_logits(m.hc_head, m.norm, x.data(), n, logits.data());
     return logits;
+}
+
+void SelectionMargins::note(std::int64_t position, double margin) {
+    if (position < 0) return;
+    if (by_position.size() <= std::size_t(position))
+        by_position.resize(std::size_t(position) + 1, std::numeric_limits<double>::infinity());
+    by_position[std::size_t(position)] = std::min(by_position[std::size_t(position)], margin);
 }
 
 }  // namespace aff

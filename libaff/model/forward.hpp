@@ -34,12 +34,26 @@ struct LayerState {
     CompressorState compressor, indexer;
 };
 
+// Diagnostics for a test that holds another backend to this forward: the forward's discrete
+// choices (the router's top-k in a layer of learned routing, the indexer's top-k) go the other
+// way when two scores are nearer than the other backend's rounding differences, and a single
+// flipped choice moves the logits far beyond any rounding bound. Filled by forward() when
+// DecodeState::margins points here: per position of the main layers, the smallest relative
+// margin of any choice made there, (k-th best − best left out) / max(|k-th best|, |best left
+// out|). A tie of two exact zeros (the indexer's ReLU floor) is exact on every backend and
+// counts as no tie.
+struct SelectionMargins {
+    std::vector<double> by_position;  // +inf where no choice was made
+    void note(std::int64_t position, double margin);
+};
+
 // Everything a sequence carries between forward calls.
 struct DecodeState {
     std::int64_t position = 0;        // next position to run
     std::vector<LayerState> layers;   // main layers
     std::vector<LayerState> mtp;      // MTP layers (their own rings)
     std::int64_t mtp_position = 0;    // next position of the MTP layer
+    SelectionMargins* margins = nullptr;  // diagnostics (tests): see SelectionMargins
 };
 
 struct ForwardOptions {
@@ -85,12 +99,13 @@ public:
 private:
     struct Scratch;
     void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
-                       std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x) const;
+                       std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
+                       SelectionMargins* margins) const;
     void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                   const float* a, float* out) const;
+                   const float* a, float* out, SelectionMargins* margins) const;
     void compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const;
     void moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-             float* out) const;
+             float* out, std::int64_t start, SelectionMargins* margins) const;
     void hyper_head_logits(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* x, int n,
                            float* logits) const;
 

@@ -5,12 +5,13 @@
 //     width 1024, 4 experts, top 2, 3 layers: sliding, CSA, HCA) with FP8 dense linears (E4M3
 //     codes, E8M0 block scales) and BF16 experts, quantised by aff-quantize's library call to
 //     TQ2875 (--rotation off) and TQ2875R (--rotation on): describe() must say the experts are
-//     codebook-stored and the FP8 linears stayed FP8, and a random prompt as one prefill (every
+//     codebook-stored and the FP8 linears stayed FP8, and a prompt as one prefill (every
 //     position's logits) then greedy decode steps must give the CPU's argmax at every position
-//     with logits within a tight bound;
+//     with logits within a tight bound (tests/gpu/forward_compare.hpp);
 //   - every tiny fixture quantised the same way (experts too small for moe_gemv: decoded at
 //     load through the source's matvec; tiny-a-fp8's dense FP8 stays FP8).
 #include "device_test.hpp"
+#include "forward_compare.hpp"
 
 #include "aff/container/container.hpp"
 #include "aff/core/atomic_file.hpp"
@@ -43,8 +44,6 @@ namespace {
 constexpr int kDecodeSteps = 10;
 constexpr double kMaxNmse = 1e-9;   // fp32 sums in other orders; the same quantised weights on both sides
 constexpr double kMaxAbs = 1e-3;    // logits are O(1); measured 1.6e-6 .. 4.6e-6 (RESULTS.md)
-
-int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
 // The wide geometry: moe_gemv takes D = I = 1024.
 constexpr int V = 512, D = 1024, L = 3, H = 4, Dh = 128, Dr = 64, Rq = 128, G = 2, Ro = 64, W = 16;
@@ -239,8 +238,8 @@ void quantize(const std::string& src, const std::string& out, aff::quant::Rotati
     aff::quant::quantize_checkpoint(o, pool, aff::null_progress());
 }
 
-// GPU vs CPU on one container: a random prompt as one prefill, then greedy decode steps.
-// Returns describe().
+// GPU vs CPU on one container: a prompt as one prefill, then greedy decode steps
+// (forward_compare.hpp). Returns describe().
 std::string compare_container(const std::string& name, const std::string& path, int prompt_len,
                               std::vector<Row>& rows) {
     aff::ThreadPool pool(0);
@@ -251,45 +250,15 @@ std::string compare_container(const std::string& name, const std::string& path, 
     aff::gpu::GpuModel gpu(*cpu, &reader, opt);
     const std::string described = gpu.describe();
     std::printf("container %s: %s\n", name.c_str(), described.c_str());
-    const int Vv = cpu->config().vocab_size;
-    std::uniform_int_distribution<int> tok(0, Vv - 1);
-    std::vector<std::int32_t> prompt(prompt_len);
-    for (auto& t : prompt) t = tok(rng());
-    aff::DecodeState cs = cpu->new_state();
-    aff::gpu::GpuDecodeState gs = gpu.new_state();
-    int mismatches = 0, positions = 0;
-    double min_gap = INFINITY;
-    std::vector<float> all_want, all_got;
-    auto record = [&](const std::vector<float>& w, const std::vector<float>& g) {
-        for (std::size_t r = 0; r * Vv < w.size(); ++r) {
-            const float* wr = &w[r * Vv];
-            mismatches += (g.size() != w.size() || argmax(wr, Vv) != argmax(&g[r * Vv], Vv)) ? 1 : 0;
-            std::vector<float> sorted(wr, wr + Vv);
-            std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-            min_gap = std::min(min_gap, double(sorted[0]) - sorted[1]);
-            ++positions;
-        }
-        all_want.insert(all_want.end(), w.begin(), w.end());
-        all_got.insert(all_got.end(), g.begin(), g.end());
-    };
-    std::vector<float> want = cpu->forward(cs, prompt, true);
-    record(want, gpu.forward(gs, prompt, true));
-    std::int32_t next = argmax(&want[want.size() - Vv], Vv);
-    for (int step = 0; step < kDecodeSteps; ++step) {
-        const std::int32_t one[1] = {next};
-        want = cpu->forward(cs, one, false);
-        record(want, gpu.forward(gs, one, false));
-        next = argmax(want.data(), Vv);
-    }
-    double max_abs = all_got.size() == all_want.size() ? 0.0 : INFINITY;
-    for (std::size_t i = 0; i < all_want.size() && i < all_got.size(); ++i)
-        max_abs = std::max(max_abs, std::fabs(double(all_want[i]) - all_got[i]));
-    const std::string what = name + " prefill " + std::to_string(prompt_len) + " + decode " + std::to_string(kDecodeSteps);
-    add(rows, "container", what + ": logits nmse", nmse(all_got, all_want), kMaxNmse);
-    add(rows, "container", what + ": max |logit diff|", max_abs, kMaxAbs);
-    add(rows, "container", what + ": argmax mismatches of " + std::to_string(positions), mismatches, 0.0);
-    std::printf("container %s: smallest top-2 logit gap on the CPU %.3e, max |diff| %.3e, nmse %.3e\n", what.c_str(),
-                min_gap, max_abs, nmse(all_got, all_want));
+    ForwardCase c;
+    c.family = "container";
+    c.name = name;
+    c.prompt_len = prompt_len;
+    c.chunks = {prompt_len};
+    c.decode_steps = kDecodeSteps;
+    c.max_nmse = kMaxNmse;
+    c.max_abs = kMaxAbs;
+    compare_forward(*cpu, gpu, c, rows);
     return described;
 }
 

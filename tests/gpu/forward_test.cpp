@@ -5,12 +5,13 @@
 // opaque ExpertSource, the path a quantised container's experts take), and on a wider variant
 // whose experts are quantised to TQ2875 and multiplied by moe_gemv (and, for prefill calls of
 // 5+ tokens, by moe_gemm; tiny-a-fp8's projections by fp8_gemm: the "(GEMM)" rows, held to
-// bounds that allow for bf16 inputs; the other rows run GEMVs only): a random prompt (the
-// fixture's oracle length) as one prefill (every position's logits) or as chunks, then decode
-// steps that feed back the argmax. Rows: logits NMSE and max |difference| over all positions,
-// and the count of positions whose argmax differs (bound 0). Also checks that a --gpu-mib cap
-// too small for the model gives the error naming the missing MiB.
+// bounds that allow for bf16 inputs; the other rows run GEMVs only): a prompt (the fixture's
+// oracle length, drawn from a seed fixed per case) as one prefill (every position's logits) or
+// as chunks, then decode steps that feed back the argmax, compared by forward_compare.hpp
+// (which also keeps near-tied routing and indexer choices out of the exact rows). Also checks
+// that a --gpu-mib cap too small for the model gives the error naming the missing MiB.
 #include "device_test.hpp"
+#include "forward_compare.hpp"
 
 #include "aff/checkpoint/checkpoint.hpp"
 #include "aff/core/error.hpp"
@@ -49,8 +50,6 @@ constexpr double kLogitsMaxAbs = 1e-3;      // logits are O(1) (oracle.json: |ma
 constexpr double kGemmLogitsMaxNmse = 1e-2;
 constexpr double kGemmLogitsMaxAbs = 1.5;
 constexpr double kGemmMaxArgmaxMismatch = 0.1;
-
-int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
 // The doc's §8.1 tiny configuration (transformers form), vocabulary 512.
 const char* kSyntheticConfig = R"({
@@ -260,7 +259,8 @@ std::unique_ptr<aff::Model> synthetic_model(aff::ThreadPool& pool, ExpertForm fo
     return std::make_unique<aff::Model>(c, std::move(w), pool);
 }
 
-// Runs `chunks` (summing to the prompt length) then kDecodeSteps greedy steps on both sides.
+// The GPU model of `cpu` (GEMVs only unless gemm), compared over `chunks` (summing to the
+// prompt length) and kDecodeSteps greedy steps (forward_compare.hpp).
 void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoint* ck, int prompt_len,
              const std::vector<int>& chunks, std::vector<Row>& rows, bool cpu_attention = false, bool gemm = false) {
     aff::gpu::GpuOptions opt;
@@ -268,56 +268,18 @@ void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoi
     if (!gemm) opt.gemm_min_tokens = 0;  // GEMVs only: the exact path, held to the tight bounds
     aff::gpu::GpuModel gpu(cpu, ck, opt);
     std::printf("forward %s: %s\n", name.c_str(), gpu.describe().c_str());
-    const int V = cpu.config().vocab_size;
-    std::uniform_int_distribution<int> tok(0, V - 1);
-    std::vector<std::int32_t> prompt(prompt_len);
-    for (auto& t : prompt) t = tok(rng());
-
-    aff::DecodeState cs = cpu.new_state();
-    aff::gpu::GpuDecodeState gs = gpu.new_state();
-    int mismatches = 0, positions = 0;
-    double min_gap = INFINITY;
-    std::vector<float> all_want, all_got;
-    auto record = [&](const std::vector<float>& w, const std::vector<float>& g) {
-        for (std::size_t r = 0; r * V < w.size(); ++r) {
-            const float* wr = &w[r * V];
-            mismatches += (g.size() != w.size() || argmax(wr, V) != argmax(&g[r * V], V)) ? 1 : 0;
-            std::vector<float> sorted(wr, wr + V);
-            std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-            min_gap = std::min(min_gap, double(sorted[0]) - sorted[1]);
-            ++positions;
-        }
-        all_want.insert(all_want.end(), w.begin(), w.end());
-        all_got.insert(all_got.end(), g.begin(), g.end());
-    };
-    int at = 0;
-    std::vector<float> want;
-    for (const int n : chunks) {
-        const std::span<const std::int32_t> chunk(prompt.data() + at, n);
-        want = cpu.forward(cs, chunk, true);
-        record(want, gpu.forward(gs, chunk, true));
-        at += n;
-    }
-    std::int32_t next = argmax(&want[want.size() - V], V);
-    for (int step = 0; step < kDecodeSteps; ++step) {
-        const std::int32_t one[1] = {next};
-        want = cpu.forward(cs, one, false);
-        record(want, gpu.forward(gs, one, false));
-        next = argmax(want.data(), V);
-    }
-    double max_abs = all_got.size() == all_want.size() ? 0.0 : INFINITY;
-    for (std::size_t i = 0; i < all_want.size() && i < all_got.size(); ++i)
-        max_abs = std::max(max_abs, std::fabs(double(all_want[i]) - all_got[i]));
-    std::string split;
-    for (const int n : chunks) split += (split.empty() ? "" : "+") + std::to_string(n);
-    const std::string what =
-        name + " prefill " + split + (gemm ? " (GEMM)" : "") + " + decode " + std::to_string(kDecodeSteps);
-    add(rows, "forward", what + ": logits nmse", nmse(all_got, all_want), gemm ? kGemmLogitsMaxNmse : kLogitsMaxNmse);
-    add(rows, "forward", what + ": max |logit diff|", max_abs, gemm ? kGemmLogitsMaxAbs : kLogitsMaxAbs);
-    add(rows, "forward", what + ": argmax mismatches of " + std::to_string(positions), mismatches,
-        gemm ? std::floor(kGemmMaxArgmaxMismatch * positions) : 0.0);
-    std::printf("forward %s: smallest top-2 logit gap on the CPU %.3e, max |diff| %.3e, nmse %.3e\n", what.c_str(),
-                min_gap, max_abs, nmse(all_got, all_want));
+    ForwardCase c;
+    c.family = "forward";
+    c.name = name;
+    c.tag = gemm ? " (GEMM)" : "";
+    c.prompt_len = prompt_len;
+    c.chunks = chunks;
+    c.decode_steps = kDecodeSteps;
+    c.max_nmse = gemm ? kGemmLogitsMaxNmse : kLogitsMaxNmse;
+    c.max_abs = gemm ? kGemmLogitsMaxAbs : kLogitsMaxAbs;
+    c.max_mismatch_fraction = gemm ? kGemmMaxArgmaxMismatch : 0.0;
+    c.exact = !gemm;
+    compare_forward(cpu, gpu, c, rows);
 }
 
 void check_fixture(const std::string& name, std::vector<Row>& rows) {
