@@ -12,6 +12,7 @@
 //     load through the source's matvec; tiny-a-fp8's dense FP8 stays FP8).
 #include "device_test.hpp"
 #include "forward_compare.hpp"
+#include "../common/random_safetensors.hpp"
 
 #include "aff/container/container.hpp"
 #include "aff/core/atomic_file.hpp"
@@ -51,83 +52,6 @@ constexpr int IH = 4, IDh = 128, E = 4, K = 2, I = 1024, HC = 4;
 const char* const kLayerTypes[L] = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"};
 const bool kHash[L] = {true, false, false};
 
-// A safetensors writer for the random checkpoint: FP8 linears, BF16 experts and vectors,
-// values from a fixed splitmix64 stream.
-class Writer {
-public:
-    explicit Writer(std::uint64_t seed) : s_(seed) {}
-    std::uint64_t next() { return aff::splitmix64_mix(s_ += aff::kSplitmix64Gamma); }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) / float(1 << 24); }
-
-    void bf16(const std::string& name, std::vector<std::uint64_t> shape, float centre, float spread) {
-        std::uint64_t n = 1;
-        for (auto d : shape) n *= d;
-        Tensor t{name, "BF16", std::move(shape), std::string(n * 2, '\0')};
-        for (std::uint64_t i = 0; i < n; ++i) {
-            float f = centre + uniform(-spread, spread);
-            std::uint32_t u;
-            std::memcpy(&u, &f, 4);
-            const std::uint16_t b = std::uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-            std::memcpy(&t.bytes[i * 2], &b, 2);
-        }
-        tensors_.push_back(std::move(t));
-    }
-    void matrix_bf16(const std::string& name, int rows, int cols) {
-        bf16(name, {std::uint64_t(rows), std::uint64_t(cols)}, 0.0f, std::sqrt(3.0f / float(cols)));
-    }
-    // E4M3 codes with exponent field 1..8 (magnitudes 2^-6 .. 3.75, RMS about 1) and E8M0
-    // block scales near 1/sqrt(cols), one in two blocks halved, so products stay O(1).
-    void matrix_fp8(const std::string& weight, int rows, int cols) {
-        Tensor t{weight, "F8_E4M3", {std::uint64_t(rows), std::uint64_t(cols)},
-                 std::string(std::size_t(rows) * cols, '\0')};
-        for (char& c : t.bytes) {
-            const std::uint64_t r = next();
-            c = char(((r & 1) << 7) | ((1 + (r >> 1) % 8) << 3) | ((r >> 8) & 7));
-        }
-        tensors_.push_back(std::move(t));
-        const int br = (rows + 127) / 128, bc = (cols + 127) / 128;
-        const int base = 127 - int(std::lround(std::log2(std::sqrt(double(cols)))));
-        Tensor s{weight.substr(0, weight.size() - 7) + ".scale", "F8_E8M0",
-                 {std::uint64_t(br), std::uint64_t(bc)}, std::string(std::size_t(br) * bc, '\0')};
-        for (char& c : s.bytes) c = char(base - int(next() & 1));
-        tensors_.push_back(std::move(s));
-    }
-    void tid2eid(const std::string& name) {
-        Tensor t{name, "I64", {std::uint64_t(V), std::uint64_t(K)}, std::string(std::size_t(V) * K * 8, '\0')};
-        for (int r = 0; r < V; ++r) {
-            const std::int64_t a = std::int64_t(next() % E), b = (a + 1 + std::int64_t(next() % (E - 1))) % E;
-            std::memcpy(&t.bytes[std::size_t(r) * K * 8], &a, 8);
-            std::memcpy(&t.bytes[std::size_t(r) * K * 8 + 8], &b, 8);
-        }
-        tensors_.push_back(std::move(t));
-    }
-    void save(const std::string& path) const {
-        nlohmann::json header = nlohmann::json::object();
-        std::uint64_t offset = 0;
-        for (const Tensor& t : tensors_) {
-            header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-            offset += t.bytes.size();
-        }
-        std::string text = header.dump();
-        text.append((8 - text.size() % 8) % 8, ' ');
-        const std::uint64_t size = text.size();
-        aff::AtomicFile out(path);
-        out.write(&size, 8);
-        out.write(text.data(), text.size());
-        for (const Tensor& t : tensors_) out.write(t.bytes.data(), t.bytes.size());
-        out.commit();
-    }
-
-private:
-    struct Tensor {
-        std::string name, dtype;
-        std::vector<std::uint64_t> shape;
-        std::string bytes;
-    };
-    std::uint64_t s_;
-    std::vector<Tensor> tensors_;
-};
-
 nlohmann::json wide_config() {
     nlohmann::json c = {
         {"architectures", {"DeepseekV4ForCausalLM"}}, {"model_type", "deepseek_v4"}, {"vocab_size", V},
@@ -159,7 +83,7 @@ nlohmann::json wide_config() {
 
 // The random checkpoint (official tensor names); returns how many linears are FP8.
 int write_wide_checkpoint(const std::string& dir) {
-    Writer w(0x5eed);
+    aff::test::RandomSafetensors w(0x5eed);
     int fp8 = 0;
     auto lin = [&](const std::string& name, int rows, int cols) {
         w.matrix_fp8(name, rows, cols);
@@ -178,7 +102,7 @@ int write_wide_checkpoint(const std::string& dir) {
         w.bf16(p + "norm.weight", {std::uint64_t(dim)}, 1.0f, 0.1f);
     };
     w.bf16("embed.weight", {V, D}, 0.0f, 1.0f);
-    w.matrix_bf16("head.weight", V, D);
+    w.matrix("head.weight", V, D);
     w.bf16("norm.weight", {D}, 1.0f, 0.1f);
     hyper("", "head", HC);
     for (int l = 0; l < L; ++l) {
@@ -207,24 +131,19 @@ int write_wide_checkpoint(const std::string& dir) {
         }
         const std::string f = p + "ffn.";
         lin(f + "gate.weight", E, D);
-        if (kHash[l]) w.tid2eid(f + "gate.tid2eid");
+        if (kHash[l]) w.tid2eid(f + "gate.tid2eid", V, K, E);
         else w.bf16(f + "gate.bias", {E}, 0.0f, 0.1f);
         lin(f + "shared_experts.w1.weight", I, D);
         lin(f + "shared_experts.w2.weight", D, I);
         lin(f + "shared_experts.w3.weight", I, D);
         for (int e = 0; e < E; ++e) {
             const std::string q = f + "experts." + std::to_string(e) + ".";
-            w.matrix_bf16(q + "w1.weight", I, D);
-            w.matrix_bf16(q + "w2.weight", D, I);
-            w.matrix_bf16(q + "w3.weight", I, D);
+            w.matrix(q + "w1.weight", I, D);
+            w.matrix(q + "w2.weight", D, I);
+            w.matrix(q + "w3.weight", I, D);
         }
     }
-    fs::create_directories(dir);
-    w.save(dir + "/model.safetensors");
-    aff::AtomicFile c(dir + "/config.json");
-    const std::string text = wide_config().dump(2) + "\n";
-    c.write(text.data(), text.size());
-    c.commit();
+    w.save_checkpoint(dir, wide_config());
     return fp8;
 }
 

@@ -7,8 +7,7 @@
 // The output is a pure function of the seed (about 24 MB; written in well under a second).
 //     aff_make_random_model OUT_DIR [SEED]
 // writes OUT_DIR/config.json and OUT_DIR/model.safetensors (official tensor names).
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/hash.hpp"
+#include "../common/random_safetensors.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -32,88 +31,7 @@ const char* const kLayerTypes[L] = {"sliding_attention", "compressed_sparse_atte
                                     "compressed_sparse_attention"};
 const bool kHash[L] = {true, true, false, false, false, false};
 
-// The splitmix64 generator (core/hash.hpp): fixed and the same on every platform, which
-// std::uniform_real_distribution is not.
-struct Rng {
-    std::uint64_t s;
-    std::uint64_t next() { return aff::splitmix64_mix(s += aff::kSplitmix64Gamma); }
-    float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) / float(1 << 24); }
-};
-
-std::uint16_t to_bf16(float f) {
-    std::uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7FFF + ((u >> 16) & 1);  // round to nearest even
-    return std::uint16_t(u >> 16);
-}
-
-struct Tensor {
-    std::string name, dtype;
-    std::vector<std::uint64_t> shape;
-    std::string bytes;
-};
-
-class Writer {
-public:
-    explicit Writer(std::uint64_t seed) : rng_{seed} {}
-
-    // Uniform in [centre - spread, centre + spread].
-    void bf16(const std::string& name, std::vector<std::uint64_t> shape, float centre, float spread) {
-        std::uint64_t n = 1;
-        for (auto d : shape) n *= d;
-        Tensor t{name, "BF16", std::move(shape), std::string(n * 2, '\0')};
-        for (std::uint64_t i = 0; i < n; ++i) {
-            const std::uint16_t b = to_bf16(centre + rng_.uniform(-spread, spread));
-            std::memcpy(&t.bytes[i * 2], &b, 2);
-        }
-        tensors_.push_back(std::move(t));
-    }
-    // A matrix whose products have about unit variance for unit inputs.
-    void matrix(const std::string& name, int rows, int cols) {
-        bf16(name, {std::uint64_t(rows), std::uint64_t(cols)}, 0.0f, std::sqrt(3.0f / float(cols)));
-    }
-    // Token id -> K distinct experts.
-    void tid2eid(const std::string& name) {
-        Tensor t{name, "I64", {std::uint64_t(V), std::uint64_t(K)}, std::string(std::size_t(V) * K * 8, '\0')};
-        for (int r = 0; r < V; ++r) {
-            std::int64_t chosen[K];
-            for (int j = 0; j < K; ++j) {
-                std::int64_t e;
-                bool repeat;
-                do {
-                    e = std::int64_t(rng_.next() % E);
-                    repeat = false;
-                    for (int i = 0; i < j; ++i) repeat = repeat || chosen[i] == e;
-                } while (repeat);
-                chosen[j] = e;
-            }
-            std::memcpy(&t.bytes[std::size_t(r) * K * 8], chosen, K * 8);
-        }
-        tensors_.push_back(std::move(t));
-    }
-
-    void save(const std::string& path) const {
-        json header = json::object();
-        std::uint64_t offset = 0;
-        for (const Tensor& t : tensors_) {
-            header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
-            offset += t.bytes.size();
-        }
-        header["__metadata__"] = {{"format", "pt"}};
-        std::string text = header.dump();
-        text.append((8 - text.size() % 8) % 8, ' ');
-        const std::uint64_t size = text.size();
-        aff::AtomicFile out(path);
-        out.write(&size, 8);
-        out.write(text.data(), text.size());
-        for (const Tensor& t : tensors_) out.write(t.bytes.data(), t.bytes.size());
-        out.commit();
-    }
-
-private:
-    Rng rng_;
-    std::vector<Tensor> tensors_;
-};
+using Writer = aff::test::RandomSafetensors;
 
 void compressor(Writer& w, const std::string& p, int ratio, int dim, bool overlap) {
     const int width = overlap ? 2 * dim : dim;
@@ -193,7 +111,7 @@ void write_model(const std::string& dir, std::uint64_t seed) {
         }
         const std::string f = p + "ffn.";
         w.matrix(f + "gate.weight", E, D);
-        if (kHash[l]) w.tid2eid(f + "gate.tid2eid");
+        if (kHash[l]) w.tid2eid(f + "gate.tid2eid", V, K, E);
         else w.bf16(f + "gate.bias", {E}, 0.0f, 0.1f);
         for (const std::string& e : {std::string("shared_experts."), std::string()}) {
             const int count = e.empty() ? E : 1;
@@ -205,12 +123,7 @@ void write_model(const std::string& dir, std::uint64_t seed) {
             }
         }
     }
-    std::filesystem::create_directories(dir);
-    w.save(dir + "/model.safetensors");
-    aff::AtomicFile c(dir + "/config.json");
-    const std::string text = config().dump(2) + "\n";
-    c.write(text.data(), text.size());
-    c.commit();
+    w.save_checkpoint(dir, config());
 }
 
 }  // namespace
