@@ -348,11 +348,26 @@ void matvec(std::span<const std::uint8_t> data, std::size_t rows, std::size_t co
     std::fill(xr + cols, xr + blocks * kBlockWeights, 0.0f);
     if (rotated) rotate(xr, cols);
     const std::size_t stride = row_bytes(cols);
+    // Each row sums its blocks in order; rows go four at a time (dot_block4), the same sums.
+    auto weights_of = [&](std::size_t b) {
+        return static_cast<int>(std::min<std::size_t>(kBlockWeights, cols - b * kBlockWeights));
+    };
     auto body = [&](std::size_t begin, std::size_t end) {
-        for (std::size_t r = begin; r < end; ++r) {
+        std::size_t r = begin;
+        for (; r + 4 <= end; r += 4) {
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dots[4];
+            for (std::size_t b = 0; b < blocks; ++b) {
+                const std::uint8_t* rows4[4];
+                for (int i = 0; i < 4; ++i) rows4[i] = &data[(r + i) * stride + b * kBlockBytes];
+                dot_block4(rows4, cb, &xr[b * kBlockWeights], weights_of(b), dots);
+                for (int i = 0; i < 4; ++i) acc[i] += dots[i];
+            }
+            for (int i = 0; i < 4; ++i) y[r + i] = acc[i];
+        }
+        for (; r < end; ++r) {
             float acc = 0.0f;
             for (std::size_t b = 0; b < blocks; ++b)
-                acc += dot_block(&data[r * stride + b * kBlockBytes], cb, &xr[b * kBlockWeights]);
+                acc += dot_block(&data[r * stride + b * kBlockBytes], cb, &xr[b * kBlockWeights], weights_of(b));
             y[r] = acc;
         }
     };

@@ -12,6 +12,7 @@
 #include "aff/quant/half.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -254,6 +255,21 @@ inline unsigned get_bits(const std::uint8_t* in, int pos, int k) {
     return (v >> (24 - (pos & 7) - k)) & ((1u << k) - 1u);
 }
 
+// Bit offset just past each step's fresh bits (step_end_bit), tabulated for the decoders.
+constexpr std::array<std::int16_t, kBlockSteps> kStepEnd = [] {
+    std::array<std::int16_t, kBlockSteps> e{};
+    for (int t = 0; t < kBlockSteps; ++t) e[t] = static_cast<std::int16_t>(step_end_bit(t));
+    return e;
+}();
+
+// Step t's window: the 12 stream bits ending at kStepEnd[t], zeros before the stream's start.
+// That is what the shift register w = ((w << k) | fresh bits) mod 2^12 holds after step t,
+// read without the chain through the steps before, so a decoder's steps run independently.
+inline unsigned window_at(const std::uint8_t* in, int t) {
+    const int end = kStepEnd[t];
+    return end < 12 ? get_bits(in, 0, end) : get_bits(in, end - 12, 12);
+}
+
 double weighted_error(const float* x, const float* q, const Codebook& cb, const std::uint16_t* windows, float s) {
     double e = 0;
     for (int t = 0; t < kBlockSteps; ++t) {
@@ -376,41 +392,44 @@ float block_scale(const std::uint8_t* block) {
 }
 
 void block_windows(const std::uint8_t* block, std::uint16_t* windows) {
-    unsigned w = 0;
-    int pos = 0;
-    for (int t = 0; t < kBlockSteps; ++t) {
-        const int k = kStepBits[t % 8];
-        w = ((w << k) | get_bits(block, pos, k)) & (kWindows - 1);
-        pos += k;
-        windows[t] = static_cast<std::uint16_t>(w);
-    }
+    for (int t = 0; t < kBlockSteps; ++t) windows[t] = static_cast<std::uint16_t>(window_at(block, t));
 }
 
 void decode_block(const std::uint8_t* block, const Codebook& cb, float* out) {
     const float s = block_scale(block);
-    unsigned w = 0;
-    int pos = 0;
+    const float *c0 = cb.coord0(), *c1 = cb.coord1();
     for (int t = 0; t < kBlockSteps; ++t) {
-        const int k = kStepBits[t % 8];
-        w = ((w << k) | get_bits(block, pos, k)) & (kWindows - 1);
-        pos += k;
-        out[2 * t] = s * cb.coord0()[w];
-        out[2 * t + 1] = s * cb.coord1()[w];
+        const unsigned w = window_at(block, t);
+        out[2 * t] = s * c0[w];
+        out[2 * t + 1] = s * c1[w];
     }
 }
 
-float dot_block(const std::uint8_t* block, const Codebook& cb, const float* x) {
-    const float s = block_scale(block);
-    unsigned w = 0;
-    int pos = 0;
+float dot_block(const std::uint8_t* block, const Codebook& cb, const float* x, int weights) {
+    const float *c0 = cb.coord0(), *c1 = cb.coord1();
+    // Steps past `weights` would add c · (+0) = ±0, which leaves the sum as it is: it starts
+    // at +0 and a round-to-nearest sum is −0 only when both terms are, so it is never −0.
+    const int steps = std::min(kBlockSteps, (std::max(weights, 0) + 1) / 2);
     float acc = 0.0f;
-    for (int t = 0; t < kBlockSteps; ++t) {
-        const int k = kStepBits[t % 8];
-        w = ((w << k) | get_bits(block, pos, k)) & (kWindows - 1);
-        pos += k;
-        acc += cb.coord0()[w] * x[2 * t] + cb.coord1()[w] * x[2 * t + 1];
+    for (int t = 0; t < steps; ++t) {
+        const unsigned w = window_at(block, t);
+        acc += c0[w] * x[2 * t] + c1[w] * x[2 * t + 1];
     }
-    return s * acc;
+    return block_scale(block) * acc;
+}
+
+void dot_block4(const std::uint8_t* const blocks[4], const Codebook& cb, const float* x, int weights, float out[4]) {
+    const float *c0 = cb.coord0(), *c1 = cb.coord1();
+    const int steps = std::min(kBlockSteps, (std::max(weights, 0) + 1) / 2);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int t = 0; t < steps; ++t) {
+        const float x0 = x[2 * t], x1 = x[2 * t + 1];
+        for (int i = 0; i < 4; ++i) {
+            const unsigned w = window_at(blocks[i], t);
+            acc[i] += c0[w] * x0 + c1[w] * x1;
+        }
+    }
+    for (int i = 0; i < 4; ++i) out[i] = block_scale(blocks[i]) * acc[i];
 }
 
 }  // namespace aff::quant

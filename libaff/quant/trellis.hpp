@@ -113,7 +113,12 @@ void decode_block(const std::uint8_t* block, const Codebook& codebook, float* ou
 void block_windows(const std::uint8_t* block, std::uint16_t* windows);
 float block_scale(const std::uint8_t* block);
 
-// Σ decoded[i]·x[i] over the block without materialising the weights.
-float dot_block(const std::uint8_t* block, const Codebook& codebook, const float* x);
+// Σ decoded[i]·x[i] over the block without materialising the weights. x[i] must be +0 for
+// i ≥ weights (a row's padding): those steps are skipped, which cannot change the result.
+float dot_block(const std::uint8_t* block, const Codebook& codebook, const float* x, int weights = kBlockWeights);
+// dot_block of four blocks (four rows of a matrix) against the same x, out[i] bit for bit
+// dot_block(blocks[i], ...): four independent sums, so one's latency hides behind the others.
+void dot_block4(const std::uint8_t* const blocks[4], const Codebook& codebook, const float* x, int weights,
+                float out[4]);
 
 }  // namespace aff::quant

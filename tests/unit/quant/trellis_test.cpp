@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -253,4 +254,103 @@ TEST_CASE("rotation of a non-power-of-two matrix is refused", "[quant]") {
     opt.rotation = Rotation::on;
     CHECK_THROWS_WITH(quantize_matrix(w, 2, 384, {}, opt, Codebook::builtin(), pool, q),
                       Catch::Contains("power-of-two column count, not 384"));
+}
+
+namespace {
+
+// The reference decoder's definition, independent of trellis.cpp: the 12-bit shift register
+// w = ((w << k) | the step's k fresh bits) mod 2^12 from w = 0, and the dot product as one
+// sum over the steps in order, times the block's scale.
+void shift_register_windows(const std::uint8_t* block, std::uint16_t* windows) {
+    unsigned w = 0;
+    int pos = 0;
+    for (int t = 0; t < kBlockSteps; ++t) {
+        const int k = kStepBits[t % 8];
+        for (int i = 0; i < k; ++i, ++pos) w = ((w << 1) | ((block[pos / 8] >> (7 - pos % 8)) & 1u)) & 0xfffu;
+        windows[t] = static_cast<std::uint16_t>(w);
+    }
+}
+
+float reference_dot(const std::uint8_t* block, const Codebook& cb, const float* x) {
+    std::uint16_t windows[kBlockSteps];
+    shift_register_windows(block, windows);
+    float acc = 0.0f;
+    for (int t = 0; t < kBlockSteps; ++t)
+        acc += cb.coord0()[windows[t]] * x[2 * t] + cb.coord1()[windows[t]] * x[2 * t + 1];
+    return block_scale(block) * acc;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Random index bits and a random bf16 scale.
+std::vector<std::uint8_t> random_blocks(std::size_t count, std::uint64_t seed) {
+    std::vector<std::uint8_t> b(count * kBlockBytes);
+    for (std::size_t i = 0; i < b.size(); ++i)
+        b[i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(std::fabs(gaussian_sample(seed, i)) * 1e6) & 0xffu);
+    for (std::size_t k = 0; k < count; ++k) {
+        const std::uint16_t s = float_to_bf16(static_cast<float>(gaussian_sample(seed + 1, k)));
+        b[k * kBlockBytes + kIndexBytes] = static_cast<std::uint8_t>(s);
+        b[k * kBlockBytes + kIndexBytes + 1] = static_cast<std::uint8_t>(s >> 8);
+    }
+    return b;
+}
+
+}  // namespace
+
+TEST_CASE("the fast decoders give the shift register's windows and its sums bit for bit", "[quant]") {
+    const Codebook& cb = Codebook::builtin();
+    const auto blocks = random_blocks(32, 77);
+    for (std::size_t k = 0; k < 32; ++k) {
+        const std::uint8_t* block = &blocks[k * kBlockBytes];
+        std::uint16_t want[kBlockSteps], got[kBlockSteps];
+        shift_register_windows(block, want);
+        block_windows(block, got);
+        CHECK(std::memcmp(want, got, sizeof want) == 0);
+        float out[kBlockWeights];
+        decode_block(block, cb, out);
+        const float s = block_scale(block);
+        CHECK(same_bits(out[6], s * cb.coord0()[want[3]]));
+        CHECK(same_bits(out[255], s * cb.coord1()[want[kBlockSteps - 1]]));
+        // Whole blocks, and a row's last block with x zero past `weights` (padding skipped).
+        for (const int weights : {256, 255, 200, 64, 33, 32, 2, 1, 0}) {
+            INFO("block " << k << ", weights " << weights);
+            std::vector<float> x = gaussian(kBlockWeights, 300 + k);
+            for (int i = weights; i < kBlockWeights; ++i) x[i] = 0.0f;
+            const float ref = reference_dot(block, cb, x.data());
+            CHECK(same_bits(dot_block(block, cb, x.data(), weights), ref));
+            CHECK(same_bits(dot_block(block, cb, x.data()), ref));
+            const std::uint8_t* four[4] = {block, &blocks[((k + 1) % 32) * kBlockBytes],
+                                           &blocks[((k + 2) % 32) * kBlockBytes], block};
+            float dots[4];
+            dot_block4(four, cb, x.data(), weights, dots);
+            for (int i = 0; i < 4; ++i) CHECK(same_bits(dots[i], reference_dot(four[i], cb, x.data())));
+        }
+    }
+}
+
+TEST_CASE("matvec sums each row's blocks as the reference decoder does, bit for bit", "[quant]") {
+    const Codebook& cb = Codebook::builtin();
+    aff::ThreadPool pool(2);
+    for (const std::size_t cols : {64, 320, 512}) {
+        const std::size_t rows = 11;  // two groups of four rows and three alone
+        const auto w = gaussian(rows * cols, 41);
+        std::vector<std::uint8_t> q(matrix_bytes(rows, cols));
+        MatrixOptions opt;
+        opt.rotation = Rotation::off;
+        quantize_matrix(w, rows, cols, {}, opt, cb, pool, q);
+        const auto x = gaussian(cols, 42);
+        std::vector<float> xp(matvec_scratch_floats(cols), 0.0f);
+        std::copy(x.begin(), x.end(), xp.begin());
+        std::vector<float> y(rows), yp(rows);
+        matvec(q, rows, cols, false, cb, x.data(), y.data());
+        matvec(q, rows, cols, false, cb, x.data(), yp.data(), &pool);
+        for (std::size_t r = 0; r < rows; ++r) {
+            INFO("cols " << cols << ", row " << r);
+            float acc = 0.0f;
+            for (std::size_t b = 0; b * kBlockWeights < cols; ++b)
+                acc += reference_dot(&q[r * row_bytes(cols) + b * kBlockBytes], cb, &xp[b * kBlockWeights]);
+            CHECK(same_bits(y[r], acc));
+            CHECK(same_bits(yp[r], acc));
+        }
+    }
 }
