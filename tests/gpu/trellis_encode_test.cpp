@@ -152,12 +152,12 @@ AFF_DEVICE_TEST("trellis digests") {
         std::uint64_t digest;
     };
     const std::vector<Case> cases = {
-        {"rotated", w, {}, c, Rotation::on, 1, 0x82a2763a2a1f24bcull},
-        {"weighted", w, q, c, Rotation::off, 1, 0xc2acaa48caf7a4e6ull},
-        {"automatic", w, q, c, Rotation::automatic, 1, 0xc2acaa48caf7a4e6ull},
-        {"two passes", w, {}, c, Rotation::on, 2, 0xb4e5266c4ddb77cbull},
-        {"fp4-like", fp4_like(r, c, 504), {}, c, Rotation::off, 1, 0xd03f4ebb093a53aaull},
-        {"padded", rows_of_varying_scale(r, 384, 503), {}, 384, Rotation::off, 1, 0x97f05ac52eddb695ull},
+        {"rotated", w, {}, c, Rotation::on, 1, 0x7662b8977f55148aull},
+        {"weighted", w, q, c, Rotation::off, 1, 0x377b3fcd6e85a633ull},
+        {"automatic", w, q, c, Rotation::automatic, 1, 0x377b3fcd6e85a633ull},
+        {"two passes", w, {}, c, Rotation::on, 2, 0x382b7a27039151deull},
+        {"fp4-like", fp4_like(r, c, 504), {}, c, Rotation::off, 1, 0x593a9d9a29bc5972ull},
+        {"padded", rows_of_varying_scale(r, 384, 503), {}, 384, Rotation::off, 1, 0x2725cd9f0959dac7ull},
     };
     for (const Case& k : cases) {
         opt.rotation = k.rotation;

@@ -83,10 +83,10 @@ TEST_CASE("a sign-structured training gives a table that satisfies the structure
     }
 }
 
-TEST_CASE("the built-in codebook is sign-structured with shift 3", "[quant]") {
-    CHECK(violations(Codebook::builtin(), 3) == 0);
-    CHECK(find_sign_structure(Codebook::builtin()).shift == 3);
-    CHECK(find_sign_structure(Codebook::builtin()).base.size() == 512);
+TEST_CASE("the built-in codebook has no sign structure", "[quant]") {
+    // It stays the unstructured table until a GPU kernel gains from a structured one
+    // (formats/quant-codebook.md §3.1); a switch must re-pin the encoder digests.
+    CHECK(find_sign_structure(Codebook::builtin()).shift == 0);
 }
 
 TEST_CASE("one structured Lloyd step moves each base entry to the mean of its windows' un-flipped targets", "[quant]") {
