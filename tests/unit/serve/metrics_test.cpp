@@ -1,0 +1,116 @@
+// Tests for libaff/serve/metrics: the exact Prometheus text /metrics answers (scrapers
+// and the CLI tests read it line by line), unknown paths folded into one label, and the
+// prefix-cache lines present only when there is a cache.
+#include "aff/serve/metrics.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using aff::serve::Metrics;
+using aff::serve::PrefixCacheStats;
+
+namespace {
+
+const char* const kPlain =
+    "# HELP aff_requests_total HTTP requests answered, by path and status.\n"
+    "# TYPE aff_requests_total counter\n"
+    "aff_requests_total{path=\"/health\",status=\"200\"} 2\n"
+    "aff_requests_total{path=\"/v1/models/{id}\",status=\"404\"} 1\n"
+    "aff_requests_total{path=\"other\",status=\"404\"} 2\n"
+    "# HELP aff_request_errors_total HTTP requests answered with a status of 400 or more.\n"
+    "# TYPE aff_request_errors_total counter\n"
+    "aff_request_errors_total 3\n"
+    "# HELP aff_prompt_tokens_total Prompt tokens, computed or taken from the prefix cache.\n"
+    "# TYPE aff_prompt_tokens_total counter\n"
+    "aff_prompt_tokens_total 17\n"
+    "# HELP aff_prompt_cached_tokens_total Prompt tokens taken from the prefix cache.\n"
+    "# TYPE aff_prompt_cached_tokens_total counter\n"
+    "aff_prompt_cached_tokens_total 5\n"
+    "# HELP aff_prompt_seconds_total Seconds spent in prefill.\n"
+    "# TYPE aff_prompt_seconds_total counter\n"
+    "aff_prompt_seconds_total 0.375\n"
+    "# HELP aff_generated_tokens_total Tokens generated.\n"
+    "# TYPE aff_generated_tokens_total counter\n"
+    "aff_generated_tokens_total 9\n"
+    "# HELP aff_generation_seconds_total Seconds spent sampling and decoding.\n"
+    "# TYPE aff_generation_seconds_total counter\n"
+    "aff_generation_seconds_total 1.125\n"
+    "# HELP aff_generations_cancelled_total Generations stopped because the client left.\n"
+    "# TYPE aff_generations_cancelled_total counter\n"
+    "aff_generations_cancelled_total 1\n"
+    "# HELP aff_queue_rejections_total Requests refused with 503 because the queue was full.\n"
+    "# TYPE aff_queue_rejections_total counter\n"
+    "aff_queue_rejections_total 2\n"
+    "# HELP aff_queue_length Requests waiting for the engine.\n"
+    "# TYPE aff_queue_length gauge\n"
+    "aff_queue_length 4\n"
+    "# HELP aff_generation_active 1 while a generation runs.\n"
+    "# TYPE aff_generation_active gauge\n"
+    "aff_generation_active 1\n"
+    "# HELP aff_ready 1 once the model is loaded.\n"
+    "# TYPE aff_ready gauge\n"
+    "aff_ready 0\n";
+
+const char* const kCache =
+    "# HELP aff_prefix_cache_capacity_bytes Memory the prefix cache may hold (--prefix-cache-mib).\n"
+    "# TYPE aff_prefix_cache_capacity_bytes gauge\n"
+    "aff_prefix_cache_capacity_bytes 1048576\n"
+    "# HELP aff_prefix_cache_bytes Memory the prefix cache holds.\n"
+    "# TYPE aff_prefix_cache_bytes gauge\n"
+    "aff_prefix_cache_bytes 4096\n"
+    "# HELP aff_prefix_cache_entries Snapshots the prefix cache holds.\n"
+    "# TYPE aff_prefix_cache_entries gauge\n"
+    "aff_prefix_cache_entries 3\n"
+    "# HELP aff_prefix_cache_lookups_total Prompts looked up in the prefix cache.\n"
+    "# TYPE aff_prefix_cache_lookups_total counter\n"
+    "aff_prefix_cache_lookups_total 11\n"
+    "# HELP aff_prefix_cache_hits_total Lookups that restored a cached prefix.\n"
+    "# TYPE aff_prefix_cache_hits_total counter\n"
+    "aff_prefix_cache_hits_total 7\n"
+    "# HELP aff_prefix_cache_evictions_total Snapshots dropped to stay within the budget.\n"
+    "# TYPE aff_prefix_cache_evictions_total counter\n"
+    "aff_prefix_cache_evictions_total 2\n";
+
+// Two generations, five requests (one to an unknown path, one to a scanner's), one
+// cancelled generation and two refusals.
+void fill(Metrics& m) {
+    m.count_request("/health", 200);
+    m.count_request("/health", 200);
+    m.count_request("/v1/models/nope", 404);
+    m.count_request("/wp-admin", 404);
+    m.count_request("/.env", 404);
+    m.add_generation(10, 5, 0.25, 4, 0.5);
+    m.add_generation(7, 0, 0.125, 5, 0.625);
+    m.count_cancelled();
+    m.count_rejected_full();
+    m.count_rejected_full();
+}
+
+}  // namespace
+
+TEST_CASE("metrics render the exact Prometheus text", "[serve]") {
+    Metrics m;
+    fill(m);
+    CHECK(m.render(4, true, false) == kPlain);
+    PrefixCacheStats cache;
+    cache.capacity_bytes = 1 << 20;
+    cache.bytes = 4096;
+    cache.entries = 3;
+    cache.lookups = 11;
+    cache.hits = 7;
+    cache.hit_tokens = 40;  // not exported
+    cache.inserts = 5;      // not exported
+    cache.evictions = 2;
+    CHECK(m.render(4, true, false, cache) == std::string(kPlain) + kCache);
+}
+
+TEST_CASE("metrics of a fresh server are zeros with no request lines", "[serve]") {
+    const std::string text = Metrics().render(0, false, true);
+    CHECK(text.find("aff_requests_total{") == std::string::npos);
+    CHECK(text.find("\naff_request_errors_total 0\n") != std::string::npos);
+    CHECK(text.find("\naff_prompt_seconds_total 0\n") != std::string::npos);
+    CHECK(text.find("\naff_generation_active 0\n") != std::string::npos);
+    CHECK(text.find("\naff_ready 1\n") != std::string::npos);
+    CHECK(text.find("prefix_cache") == std::string::npos);
+}
