@@ -38,6 +38,7 @@
 #include "aff/gpu/codebook_experts.hpp"
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
+#include "aff/gpu/kernel_cases.hpp"
 #include "aff/gpu/reference/dense_gemv.hpp"
 #include "aff/gpu/reference/gemm.hpp"
 #include "aff/gpu/reference/hc.hpp"
@@ -400,63 +401,18 @@ public:
         const std::string what = "layer " + std::to_string(layer) + " " + kinds[int(kind)];
         guarded("attention", what, [&] {
             const int n = o_.tokens, H = cfg_.num_heads, Dh = cfg_.head_dim, W = cfg_.sliding_window;
-            const int ratio = cfg_.compress_ratio[layer], topk = cfg_.index_topk;
             const std::int64_t start = 70001;  // deep in a sequence: a full ring, thousands of entries
-            const int count = kind == AttentionKind::sliding ? 0 : int((start + n) / ratio);
-            const std::vector<float> q = normal(std::size_t(n) * H * Dh), kv = normal(std::size_t(n) * Dh),
-                                     ring = normal(std::size_t(W) * Dh),
-                                     entries = normal(std::size_t(std::max(count, 1)) * Dh);
-            const std::vector<float>& sink = m_.weights().layers[layer].attn.sink;
-            std::vector<std::int32_t> index, index_count;
-            AttendEntries en;
-            if (kind != AttentionKind::sliding) en = {entries.data(), count, ratio};
-            if (kind == AttentionKind::csa) {  // distinct random entries, as the indexer's top-k would be
-                index.assign(std::size_t(n) * topk, -1);
-                index_count.assign(n, 0);
-                std::vector<std::int32_t> all;
-                for (int t = 0; t < n; ++t) {
-                    const int vis = visible_entries(count, start + t, ratio);
-                    all.resize(vis);
-                    std::iota(all.begin(), all.end(), 0);
-                    const int take = std::min(topk, vis);
-                    for (int i = 0; i < take; ++i) {
-                        std::swap(all[i], all[uniform_int(i, vis - 1)]);
-                        index[std::size_t(t) * topk + i] = all[i];
-                    }
-                    index_count[t] = take;
-                }
-                en.index = index.data();
-                en.index_count = index_count.data();
-                en.stride = topk;
-            }
+            const AttentionInputs in = random_attention_inputs(rng_, AttendShape{n, H, Dh, W, start}, kind,
+                                                               cfg_.compress_ratio[layer], cfg_.index_topk, 1.0f,
+                                                               m_.weights().layers[layer].attn.sink);
+            const int count = in.count;
             std::vector<float> want(std::size_t(n) * H * Dh);
-            attend(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), ring.data(), en, sink.data(),
+            attend(pool_, in.shape, in.q.data(), in.kv.data(), in.ring.data(), in.attend_entries(), in.sink.data(),
                    want.data());
-            Buffer dq = to_device(q), dkv = to_device(kv), dring = to_device(ring), dent = to_device(entries),
-                   dsink = to_device(sink), dout = poisoned(want.size()), dindex, dcount;
-            AttentionArgs a;
-            a.q = dq.as<float>();
-            a.kv = dkv.as<float>();
-            a.ring = dring.as<float>();
-            a.sink = dsink.as<float>();
+            AttentionDeviceCase dev(in);
+            Buffer dout = poisoned(want.size());
+            AttentionArgs& a = dev.args;
             a.out = dout.as<float>();
-            a.n = n;
-            a.heads = H;
-            a.head_dim = Dh;
-            a.window = W;
-            a.start = start;
-            if (kind != AttentionKind::sliding) {
-                a.entries = dent.as<float>();
-                a.entry_count = count;
-                a.ratio = ratio;
-            }
-            if (kind == AttentionKind::csa) {
-                dindex = to_device(index);
-                dcount = to_device(index_count);
-                a.selected = dindex.as<std::int32_t>();
-                a.selected_count = dcount.as<std::int32_t>();
-                a.selected_stride = topk;
-            }
             Buffer scratch;
             if (n <= 4) {  // decode: the split-key path GpuModel takes
                 scratch = poisoned(attention_scratch_bytes(n, H, Dh) / sizeof(float));
@@ -478,24 +434,11 @@ public:
             const std::vector<float> inv_freq = rope_inv_freq(cfg_.rope_compress, rope_dim);
             const CompressorParams params{r, dim, w.overlap, w.ape.w.data(), w.norm.data(), cfg_.rms_norm_eps, &inv_freq};
             const std::int64_t start = 70001;
-            CompressorState st;  // the state after `start` positions: random contents
-            st.pending_kv = normal(std::size_t(r) * width);
-            st.pending_gate = normal(std::size_t(r) * width);
-            st.prev_kv = normal(std::size_t(r) * dim);
-            st.prev_gate = normal(std::size_t(r) * dim);
-            st.pending = int(start % r);
-            st.count = int(start / r);
-            st.has_prev = true;
-            st.entries = normal(std::size_t(st.count) * dim);
+            CompressorState st = random_compressor_state(rng_, r, dim, w.overlap, start);
             const std::vector<int> chunks = {1, o_.tokens, 2 * r + 3};
             int total = 0;
             for (int n : chunks) total += n;
-            const int capacity = int((start + total) / r) + 1;
-            std::vector<float> entries = st.entries;
-            entries.resize(std::size_t(capacity) * dim, 0.0f);
-            Buffer dpk = to_device(st.pending_kv), dpg = to_device(st.pending_gate), dvk = to_device(st.prev_kv),
-                   dvg = to_device(st.prev_gate), dent = to_device(entries), dape = to_device(w.ape.w),
-                   dnorm = to_device(w.norm), dfreq = to_device(inv_freq);
+            const CompressorDeviceCase dev(params, st, start, total);
             Stream s;
             std::int64_t pos = start;
             double worst = 0.0;
@@ -503,31 +446,14 @@ public:
                 const std::vector<float> kv = normal(std::size_t(n) * width), gate = normal(std::size_t(n) * width, 2.0f);
                 compress_tokens(params, st, pos, n, kv.data(), gate.data());
                 Buffer dkv = to_device(kv), dgate = to_device(gate);
-                CompressorArgs a;
-                a.kv = dkv.as<float>();
-                a.gate = dgate.as<float>();
-                a.ape = dape.as<float>();
-                a.norm = dnorm.as<float>();
-                a.inv_freq = dfreq.as<float>();
-                a.pending_kv = dpk.as<float>();
-                a.pending_gate = dpg.as<float>();
-                a.prev_kv = w.overlap ? dvk.as<float>() : nullptr;
-                a.prev_gate = w.overlap ? dvg.as<float>() : nullptr;
-                a.entries = dent.as<float>();
-                a.n = n;
-                a.ratio = r;
-                a.dim = dim;
-                a.rope_dim = rope_dim;
-                a.overlap = w.overlap;
-                a.eps = float(cfg_.rms_norm_eps);
-                a.start = pos;
+                const CompressorArgs a = dev.args(dkv.as<float>(), dgate.as<float>(), n, pos);
                 compressor(a, s.handle());
                 s.synchronize();
                 pos += n;
                 // The entries this call emitted (the earlier ones are the same random rows on both sides).
                 const std::size_t first = std::size_t((pos - n) / r) * dim, end = std::size_t(st.count) * dim;
                 if (end > first) {
-                    const std::vector<float> got = to_host<float>(dent, end);
+                    const std::vector<float> got = to_host<float>(dev.entries, end);
                     worst = std::max(worst, max_rel(std::vector<float>(got.begin() + first, got.end()),
                                                     std::vector<float>(st.entries.begin() + first, st.entries.end())));
                 }

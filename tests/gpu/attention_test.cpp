@@ -10,11 +10,12 @@
 #include "device_test.hpp"
 
 #include "aff/core/thread_pool.hpp"
+#include "aff/gpu/kernel_cases.hpp"
 #include "aff/model/attention_ops.hpp"
 #include "kernels/attention.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <utility>
 
 using namespace aff::gpu::test;
 
@@ -25,79 +26,24 @@ struct Geometry {
     int heads, head_dim, window, csa_ratio, hca_ratio, topk;
 };
 
-enum class Kind { sliding, csa, hca };
-
-// Distinct random indices into [0, visible), at most k of them, per token.
-void random_selection(int n, std::int64_t start, int count, int ratio, int k, std::vector<int32_t>& index,
-                      std::vector<int32_t>& index_count) {
-    index.assign(static_cast<size_t>(n) * k, -1);
-    index_count.assign(n, 0);
-    std::vector<int32_t> pool;
-    for (int t = 0; t < n; ++t) {
-        const int vis = aff::visible_entries(count, start + t, ratio);
-        pool.resize(vis);
-        std::iota(pool.begin(), pool.end(), 0);
-        const int take = std::min(k, vis);
-        for (int i = 0; i < take; ++i) {
-            std::uniform_int_distribution<int> pick(i, vis - 1);
-            std::swap(pool[i], pool[pick(rng())]);
-            index[static_cast<size_t>(t) * k + i] = pool[i];
-        }
-        index_count[t] = take;
-    }
-}
+using Kind = aff::AttentionKind;
 
 void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& g, Kind kind, std::int64_t start, int n) {
     const int H = g.heads, Dh = g.head_dim, W = g.window;
     const int ratio = kind == Kind::csa ? g.csa_ratio : g.hca_ratio;
-    const int count = kind == Kind::sliding ? 0 : static_cast<int>((start + n) / ratio);
-    const std::vector<float> q = normal(static_cast<size_t>(n) * H * Dh, 0.0f, 2.0f);
-    const std::vector<float> kv = normal(static_cast<size_t>(n) * Dh);
-    const std::vector<float> ring = normal(static_cast<size_t>(W) * Dh);
-    const std::vector<float> entries = normal(static_cast<size_t>(std::max(count, 1)) * Dh);
-    const std::vector<float> sink = normal(H);
-    std::vector<int32_t> index, index_count;
-    if (kind == Kind::csa) random_selection(n, start, count, ratio, g.topk, index, index_count);
-
-    aff::AttendEntries en;
-    if (kind != Kind::sliding) en = {entries.data(), count, ratio};
-    if (kind == Kind::csa) {
-        en.index = index.data();
-        en.index_count = index_count.data();
-        en.stride = g.topk;
-    }
+    const aff::gpu::AttentionInputs in =
+        aff::gpu::random_attention_inputs(rng(), aff::AttendShape{n, H, Dh, W, start}, kind, ratio, g.topk, 2.0f);
+    const int count = in.count;
     std::vector<float> want(static_cast<size_t>(n) * H * Dh);
-    aff::attend(threads, aff::AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), ring.data(), en, sink.data(),
+    aff::attend(threads, in.shape, in.q.data(), in.kv.data(), in.ring.data(), in.attend_entries(), in.sink.data(),
                 want.data());
-    std::vector<float> want_ring = ring;
-    aff::ring_store(want_ring.data(), kv.data(), n, Dh, W, start);
+    std::vector<float> want_ring = in.ring;
+    aff::ring_store(want_ring.data(), in.kv.data(), n, Dh, W, start);
 
-    aff::gpu::Buffer dq = to_device(q), dkv = to_device(kv), dring = to_device(ring), dent = to_device(entries),
-                     dsink = to_device(sink), dout = poisoned(want.size());
-    aff::gpu::Buffer dindex, dcount;
-    aff::gpu::AttentionArgs a;
-    a.q = dq.as<float>();
-    a.kv = dkv.as<float>();
-    a.ring = dring.as<float>();
-    a.sink = dsink.as<float>();
+    aff::gpu::AttentionDeviceCase dev(in);
+    aff::gpu::Buffer dout = poisoned(want.size());
+    aff::gpu::AttentionArgs& a = dev.args;
     a.out = dout.as<float>();
-    a.n = n;
-    a.heads = H;
-    a.head_dim = Dh;
-    a.window = W;
-    a.start = start;
-    if (kind != Kind::sliding) {
-        a.entries = dent.as<float>();
-        a.entry_count = count;
-        a.ratio = ratio;
-    }
-    if (kind == Kind::csa) {
-        dindex = to_device(index);
-        dcount = to_device(index_count);
-        a.selected = dindex.as<int32_t>();
-        a.selected_count = dcount.as<int32_t>();
-        a.selected_stride = g.topk;
-    }
     aff::gpu::Stream s;
     // Split path first (decode: the keys cut into ranges, merged by the combine kernel).
     aff::gpu::Buffer scratch = poisoned(aff::gpu::attention_scratch_bytes(n, H, Dh) / sizeof(float));
@@ -110,10 +56,10 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     a.out = dout.as<float>();
     a.scratch = nullptr;
     aff::gpu::attention(a, s.handle());
-    aff::gpu::ring_store(dring.as<float>(), dkv.as<float>(), n, Dh, W, start, s.handle());
+    aff::gpu::ring_store(dev.ring.as<float>(), dev.kv.as<float>(), n, Dh, W, start, s.handle());
     s.synchronize();
     const std::vector<float> got = to_host<float>(dout, want.size());
-    const std::vector<float> got_ring = to_host<float>(dring, want_ring.size());
+    const std::vector<float> got_ring = to_host<float>(dev.ring, want_ring.size());
 
     const char* kinds[] = {"sliding", "csa", "hca"};
     const std::string what = std::string(g.name) + " " + kinds[static_cast<int>(kind)] + " start " +
@@ -130,11 +76,11 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
 
 // One sequence of a batch: its own state (ring, entries, selection), one token at `start`.
 struct BatchSeq {
-    std::int64_t start;
-    int count;
-    std::vector<float> q, kv, ring, entries, want, want_ring;
-    std::vector<int32_t> index, index_count;
-    aff::gpu::Buffer dq, dkv, dring, dent, dindex, dcount, dout, dscratch, dalone;
+    aff::gpu::AttentionInputs in;
+    aff::gpu::AttentionDeviceCase dev;
+    std::vector<float> want, want_ring;
+    aff::gpu::Buffer dout, dscratch, dalone;
+    explicit BatchSeq(aff::gpu::AttentionInputs inputs) : in(std::move(inputs)), dev(in) {}
 };
 
 // 4 sequences in one attention_batch launch (rings stored in it) against each alone through
@@ -144,66 +90,29 @@ void run_batch_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geom
     const int ratio = kind == Kind::csa ? g.csa_ratio : g.hca_ratio;
     const std::int64_t far = g.heads == 64 ? 70001 : 301;
     const std::vector<float> sink = normal(H);
-    aff::gpu::Buffer dsink = to_device(sink);
-    std::vector<BatchSeq> seqs(4);
+    std::vector<BatchSeq> seqs;
+    seqs.reserve(4);
     const std::int64_t starts[4] = {far, 5, far + 3 * ratio + 1, 0};
     std::vector<aff::gpu::AttentionArgs> args(4);
     std::vector<float*> rings(4);
     std::vector<int32_t> start_host(4);
     for (int i = 0; i < 4; ++i) {
-        BatchSeq& b = seqs[i];
-        b.start = starts[i];
-        start_host[i] = static_cast<int32_t>(b.start);
-        b.count = kind == Kind::sliding ? 0 : static_cast<int>((b.start + 1) / ratio);
-        b.q = normal(static_cast<size_t>(H) * Dh, 0.0f, 2.0f);
-        b.kv = normal(Dh);
-        b.ring = normal(static_cast<size_t>(W) * Dh);
-        b.entries = normal(static_cast<size_t>(std::max(b.count, 1)) * Dh);
-        if (kind == Kind::csa) random_selection(1, b.start, b.count, ratio, g.topk, b.index, b.index_count);
-        aff::AttendEntries en;
-        if (kind != Kind::sliding) en = {b.entries.data(), b.count, ratio};
-        if (kind == Kind::csa) {
-            en.index = b.index.data();
-            en.index_count = b.index_count.data();
-            en.stride = g.topk;
-        }
+        BatchSeq& b = seqs.emplace_back(aff::gpu::random_attention_inputs(
+            rng(), aff::AttendShape{1, H, Dh, W, starts[i]}, kind, ratio, g.topk, 2.0f, sink));
+        start_host[i] = static_cast<int32_t>(starts[i]);
         b.want.resize(static_cast<size_t>(H) * Dh);
-        aff::attend(threads, aff::AttendShape{1, H, Dh, W, b.start}, b.q.data(), b.kv.data(), b.ring.data(), en,
-                    sink.data(), b.want.data());
-        b.want_ring = b.ring;
-        aff::ring_store(b.want_ring.data(), b.kv.data(), 1, Dh, W, b.start);
-        b.dq = to_device(b.q);
-        b.dkv = to_device(b.kv);
-        b.dring = to_device(b.ring);
-        b.dent = to_device(b.entries);
+        aff::attend(threads, b.in.shape, b.in.q.data(), b.in.kv.data(), b.in.ring.data(), b.in.attend_entries(),
+                    b.in.sink.data(), b.want.data());
+        b.want_ring = b.in.ring;
+        aff::ring_store(b.want_ring.data(), b.in.kv.data(), 1, Dh, W, starts[i]);
         b.dout = poisoned(b.want.size());
         b.dalone = poisoned(b.want.size());
         b.dscratch = poisoned(aff::gpu::attention_scratch_bytes(1, H, Dh) / sizeof(float));
         aff::gpu::AttentionArgs& a = args[i];
-        a.q = b.dq.as<float>();
-        a.kv = b.dkv.as<float>();
-        a.ring = b.dring.as<float>();
-        a.sink = dsink.as<float>();
+        a = b.dev.args;
         a.out = b.dout.as<float>();
-        a.n = 1;
-        a.heads = H;
-        a.head_dim = Dh;
-        a.window = W;
-        a.start = b.start;
         a.scratch = b.dscratch.as<float>();
-        if (kind != Kind::sliding) {
-            a.entries = b.dent.as<float>();
-            a.entry_count = b.count;
-            a.ratio = ratio;
-        }
-        if (kind == Kind::csa) {
-            b.dindex = to_device(b.index);
-            b.dcount = to_device(b.index_count);
-            a.selected = b.dindex.as<int32_t>();
-            a.selected_count = b.dcount.as<int32_t>();
-            a.selected_stride = g.topk;
-        }
-        rings[i] = b.dring.as<float>();
+        rings[i] = b.dev.ring.as<float>();
     }
     aff::gpu::Buffer dstarts = to_device(start_host);
     if (device_start)
@@ -227,7 +136,7 @@ void run_batch_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geom
     for (int i = 0; i < 4; ++i) {
         const std::vector<float> got = to_host<float>(seqs[i].dout, seqs[i].want.size());
         const std::vector<float> alone = to_host<float>(seqs[i].dalone, seqs[i].want.size());
-        const std::vector<float> ring = to_host<float>(seqs[i].dring, seqs[i].want_ring.size());
+        const std::vector<float> ring = to_host<float>(seqs[i].dev.ring, seqs[i].want_ring.size());
         worst = std::max(worst, nmse(got, seqs[i].want));
         worst_rel = std::max(worst_rel, max_rel(got, seqs[i].want));
         for (size_t j = 0; j < got.size(); ++j)

@@ -7,9 +7,12 @@
 // compressor_batch: 8 such runs at once, one token a step, half with the position on the device.
 #include "device_test.hpp"
 
+#include "aff/gpu/kernel_cases.hpp"
 #include "aff/model/attention_ops.hpp"
 #include "aff/model/forward.hpp"
 #include "kernels/compressor.hpp"
+
+#include <optional>
 
 using namespace aff::gpu::test;
 
@@ -35,7 +38,8 @@ struct Run {
     int r = 0, dim = 0, width = 0, rope_dim = 64;
     std::vector<float> inv_freq, ape, norm;
     aff::CompressorState st;
-    aff::gpu::Buffer dpk, dpg, dvk, dvg, dent, dape, dnorm, dfreq, dkv, dgate, dstart;
+    std::optional<aff::gpu::CompressorDeviceCase> dev;  // set once the state is drawn
+    aff::gpu::Buffer dkv, dgate, dstart;
     std::int64_t pos = 0;
     double worst_entries = 0.0, worst_rel = 0.0, worst_state = 0.0;
 
@@ -48,56 +52,23 @@ struct Run {
         inv_freq = aff::rope_inv_freq(table, rope_dim);
         ape = normal(static_cast<size_t>(r) * width);
         norm = normal(dim, 1.0f, 0.2f);
-        // The state after c.start positions: random contents, counters implied by the position.
-        st.pending_kv = normal(static_cast<size_t>(r) * width);
-        st.pending_gate = normal(static_cast<size_t>(r) * width);
-        st.prev_kv = normal(static_cast<size_t>(r) * dim);
-        st.prev_gate = normal(static_cast<size_t>(r) * dim);
-        st.pending = static_cast<int>(c.start % r);
-        st.count = static_cast<int>(c.start / r);
-        st.has_prev = st.count > 0;
-        st.entries = normal(static_cast<size_t>(st.count) * dim);
-        const int capacity = static_cast<int>((c.start + total) / r) + 1;
-        std::vector<float> entries_init = st.entries;
-        entries_init.resize(static_cast<size_t>(capacity) * dim, 0.0f);
-        dpk = to_device(st.pending_kv);
-        dpg = to_device(st.pending_gate);
-        dvk = to_device(st.prev_kv);
-        dvg = to_device(st.prev_gate);
-        dent = to_device(entries_init);
-        dape = to_device(ape);
-        dnorm = to_device(norm);
-        dfreq = to_device(inv_freq);
+        st = aff::gpu::random_compressor_state(rng(), r, dim, c.overlap, c.start);
+        dev.emplace(params(), st, c.start, total);
         pos = c.start;
     }
+
+    // Points into this Run's own vectors: build it where it is used.
+    aff::CompressorParams params() const { return {r, dim, c.overlap, ape.data(), norm.data(), 1e-6, &inv_freq}; }
 
     // The CPU step of the next n tokens, and the device step's arguments (not launched).
     // device_start: the position is read from device memory, as in a replayed decode graph.
     aff::gpu::CompressorArgs step(int n, bool device_start) {
-        const aff::CompressorParams params{r, dim, c.overlap, ape.data(), norm.data(), 1e-6, &inv_freq};
         const std::vector<float> kv = normal(static_cast<size_t>(n) * width), gate = normal(static_cast<size_t>(n) * width, 0.0f, 2.0f);
-        aff::compress_tokens(params, st, pos, n, kv.data(), gate.data());
+        aff::compress_tokens(params(), st, pos, n, kv.data(), gate.data());
         dkv = to_device(kv);
         dgate = to_device(gate);
         dstart = to_device(std::vector<int32_t>{static_cast<int32_t>(pos)});
-        aff::gpu::CompressorArgs a;
-        a.kv = dkv.as<float>();
-        a.gate = dgate.as<float>();
-        a.ape = dape.as<float>();
-        a.norm = dnorm.as<float>();
-        a.inv_freq = dfreq.as<float>();
-        a.pending_kv = dpk.as<float>();
-        a.pending_gate = dpg.as<float>();
-        a.prev_kv = c.overlap ? dvk.as<float>() : nullptr;
-        a.prev_gate = c.overlap ? dvg.as<float>() : nullptr;
-        a.entries = dent.as<float>();
-        a.n = n;
-        a.ratio = r;
-        a.dim = dim;
-        a.rope_dim = rope_dim;
-        a.overlap = c.overlap;
-        a.eps = 1e-6f;
-        a.start = device_start ? 0 : pos;
+        aff::gpu::CompressorArgs a = dev->args(dkv.as<float>(), dgate.as<float>(), n, device_start ? 0 : pos);
         if (device_start) a.start_at = dstart.as<int32_t>();
         pos += n;
         return a;
@@ -111,7 +82,7 @@ struct Run {
         if (to > from) {
             std::vector<float> got(to - from);
             aff::gpu::Stream s;
-            s.copy(got.data(), dent.as<float>() + from, got.size() * sizeof(float));
+            s.copy(got.data(), dev->entries.as<float>() + from, got.size() * sizeof(float));
             s.synchronize();
             const std::vector<float> want(st.entries.begin() + static_cast<std::ptrdiff_t>(from), st.entries.begin() + static_cast<std::ptrdiff_t>(to));
             worst_entries = std::max(worst_entries, nmse(got, want));
@@ -119,14 +90,14 @@ struct Run {
         }
         const int pend = st.pending;
         if (pend > 0) {
-            worst_state = std::max(worst_state, nmse(rows_of(to_host<float>(dpk, st.pending_kv.size()), pend, width, width),
+            worst_state = std::max(worst_state, nmse(rows_of(to_host<float>(dev->pending_kv, st.pending_kv.size()), pend, width, width),
                                                      rows_of(st.pending_kv, pend, width, width)));
-            worst_state = std::max(worst_state, nmse(rows_of(to_host<float>(dpg, st.pending_gate.size()), pend, width, width),
+            worst_state = std::max(worst_state, nmse(rows_of(to_host<float>(dev->pending_gate, st.pending_gate.size()), pend, width, width),
                                                      rows_of(st.pending_gate, pend, width, width)));
         }
         if (c.overlap && st.has_prev) {
-            worst_state = std::max(worst_state, nmse(to_host<float>(dvk, st.prev_kv.size()), st.prev_kv));
-            worst_state = std::max(worst_state, nmse(to_host<float>(dvg, st.prev_gate.size()), st.prev_gate));
+            worst_state = std::max(worst_state, nmse(to_host<float>(dev->prev_kv, st.prev_kv.size()), st.prev_kv));
+            worst_state = std::max(worst_state, nmse(to_host<float>(dev->prev_gate, st.prev_gate.size()), st.prev_gate));
         }
     }
 
