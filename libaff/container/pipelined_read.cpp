@@ -1,10 +1,12 @@
-// Two buffers: while the sinks consume buffer k%2, buffer (k+1)%2 is being filled.
+// Two buffers: while the sinks consume buffer k%2, buffer (k+1)%2 is being filled. Also the
+// read-ahead file handle its callers (and sha256_file) open.
 #include "aff/container/pipelined_read.hpp"
 
 #include "aff/core/error.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <fcntl.h>
 #include <memory>
 #include <unistd.h>
 
@@ -28,6 +30,13 @@ std::size_t read_full(int fd, std::uint8_t* buf, std::size_t n, const std::strin
 }
 
 }  // namespace
+
+SequentialFile::SequentialFile(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw_errno("cannot open", path, errno);
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+}
+
+SequentialFile::~SequentialFile() { ::close(fd_); }
 
 std::uint64_t pipelined_read(int fd, const std::string& path, std::uint64_t size, std::uint64_t boundary,
                              ThreadPool& pool, std::span<const BlockSink> sinks,

@@ -13,6 +13,20 @@
 
 namespace aff {
 
+// A file opened read-only for one pass from start to end (the kernel told to read ahead),
+// closed when this goes out of scope. Throws aff::Error naming `path` if it cannot be opened.
+class SequentialFile {
+public:
+    explicit SequentialFile(const std::string& path);
+    ~SequentialFile();
+    SequentialFile(const SequentialFile&) = delete;
+    SequentialFile& operator=(const SequentialFile&) = delete;
+    int fd() const { return fd_; }
+
+private:
+    int fd_ = -1;
+};
+
 // Gets (offset in the file, bytes, length) for each block, in file order.
 using BlockSink = std::function<void(std::uint64_t, const std::uint8_t*, std::size_t)>;
 

@@ -2,6 +2,8 @@
 // aff-verify -c (see sha256sums.hpp).
 #include "aff/container/sha256sums.hpp"
 
+#include "aff/container/pipelined_read.hpp"
+
 #include "aff/core/error.hpp"
 
 #include <cerrno>
@@ -79,17 +81,11 @@ std::string format_sha256sums_line(const ChecksumLine& line) {
 }
 
 Sha256Digest sha256_file(const std::string& path, Progress& progress) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw_errno("cannot open", path, errno);
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    const SequentialFile file(path);
     std::unique_ptr<std::uint8_t[]> buf(new std::uint8_t[kReadBytes]);
     Sha256 h;
     for (;;) {
-        const ssize_t r = ::read(fd, buf.get(), kReadBytes);
+        const ssize_t r = ::read(file.fd(), buf.get(), kReadBytes);
         if (r < 0) {
             if (errno == EINTR) continue;
             throw_errno("cannot read", path, errno);

@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fcntl.h>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -21,16 +20,6 @@
 namespace fs = std::filesystem;
 
 namespace aff {
-namespace {
-
-struct Fd {
-    int fd = -1;
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
-}  // namespace
 
 std::string part_name(std::string_view base, std::uint32_t index, std::uint32_t count) {
     char buf[40];
@@ -91,11 +80,9 @@ std::vector<std::string> find_parts(const std::string& any_part) {
 
 SplitResult split_file(const std::string& input, const SplitOptions& options, Progress& progress) {
     if (options.max_size == 0) throw_usage("--max-size must be greater than zero");
-    Fd in;
-    in.fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in.fd < 0) throw_errno("cannot open", input, errno);
+    const SequentialFile in(input);
     struct stat st {};
-    if (::fstat(in.fd, &st) != 0) throw_errno("cannot stat", input, errno);
+    if (::fstat(in.fd(), &st) != 0) throw_errno("cannot stat", input, errno);
     if (!S_ISREG(st.st_mode)) throw_io("not a regular file", input);
 
     SplitResult r;
@@ -139,7 +126,6 @@ SplitResult split_file(const std::string& input, const SplitOptions& options, Pr
     std::vector<std::unique_ptr<AtomicFile>> files;
     for (const PartInfo& p : r.parts) files.push_back(std::make_unique<AtomicFile>(p.path));
 
-    ::posix_fadvise(in.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     Sha256 whole;
     std::vector<std::unique_ptr<Sha256>> part_hash;
     for (std::size_t i = 0; i < r.parts.size(); ++i) part_hash.push_back(std::make_unique<Sha256>());
@@ -153,10 +139,10 @@ SplitResult split_file(const std::string& input, const SplitOptions& options, Pr
     };
     ThreadPool pool(3);
     progress.begin("splitting " + r.name, r.size, "B");
-    r.bytes_read = pipelined_read(in.fd, input, r.size, options.max_size, pool, sinks,
+    r.bytes_read = pipelined_read(in.fd(), input, r.size, options.max_size, pool, sinks,
                                   [&](std::size_t n) { progress.advance(n); });
     std::uint8_t probe;
-    if (::read(in.fd, &probe, 1) > 0) throw_io("file grew while it was being split", input);
+    if (::read(in.fd(), &probe, 1) > 0) throw_io("file grew while it was being split", input);
     progress.end();
     r.digest = whole.finish();
     for (std::size_t i = 0; i < r.parts.size(); ++i) r.parts[i].digest = part_hash[i]->finish();

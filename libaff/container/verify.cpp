@@ -209,19 +209,13 @@ PartsReport verify_parts(const std::string& any_part, const PartsOptions& option
         ThreadPool pool(3);
         Sha256 whole;
         for (std::size_t i = 0; i < r.parts.size(); ++i) {
-            const int fd = ::open(r.parts[i].c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd < 0) throw_errno("cannot open", r.parts[i], errno);
-            struct Closer {
-                int fd;
-                ~Closer() { ::close(fd); }
-            } closer{fd};
-            ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+            const SequentialFile file(r.parts[i]);
             Sha256 part;
             const BlockSink sinks[] = {
                 [&](std::uint64_t, const std::uint8_t* p, std::size_t n) { whole.update(p, n); },
                 [&](std::uint64_t, const std::uint8_t* p, std::size_t n) { part.update(p, n); },
             };
-            pipelined_read(fd, r.parts[i], sizes[i], 0, pool, sinks, [&](std::size_t n) { locked.advance(n); });
+            pipelined_read(file.fd(), r.parts[i], sizes[i], 0, pool, sinks, [&](std::size_t n) { locked.advance(n); });
             if (auto it = expected.find(names[i]); it != expected.end())
                 r.sums.push_back({names[i], r.parts[i], part.finish() == it->second ? FileCheck::Status::ok : FileCheck::Status::mismatch,
                                   "", sizes[i]});
