@@ -4,6 +4,7 @@
 // (then review the diff and the spec's hex dump).
 #include "bad_fixtures.hpp"
 #include "tiny_fixture.hpp"
+#include "../file_bytes.hpp"
 
 #include "aff/container/container.hpp"
 #include "aff/container/digests.hpp"
@@ -22,15 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::uint8_t> read_all(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_all(const fs::path& p, const std::vector<std::uint8_t>& bytes) {
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
+using aff::test::read_all;
+using aff::test::write_all;
 
 bool regenerate() {
     const char* v = std::getenv("AFF_REGENERATE");

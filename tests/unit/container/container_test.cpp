@@ -10,6 +10,7 @@
 #include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
 
+#include "../file_bytes.hpp"
 #include "../temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -26,10 +27,7 @@ namespace {
 
 using aff::test::TempDir;
 
-std::vector<std::uint8_t> read_all(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
+using aff::test::read_all;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "aff/core/error.hpp"
 #include "aff/core/hash.hpp"
 
+#include "../file_bytes.hpp"
 #include "../temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -24,14 +25,8 @@ namespace {
 
 using aff::test::TempDir;
 
-std::vector<std::uint8_t> read_all(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write_all(const std::string& p, const std::vector<std::uint8_t>& b) {
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using aff::test::read_all;
+using aff::test::write_all;
 
 }  // namespace
 

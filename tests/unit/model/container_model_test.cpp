@@ -14,6 +14,7 @@
 #include "aff/model/container_tensors.hpp"
 #include "aff/model/forward.hpp"
 
+#include "../file_bytes.hpp"
 #include "../temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -56,13 +57,8 @@ std::string load_error(const std::string& path) {
     return "(no error)";
 }
 
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_bytes(const std::string& path, const std::vector<std::uint8_t>& b) {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
+using aff::test::read_all;
+using aff::test::write_all;
 
 }  // namespace
 
@@ -196,7 +192,7 @@ TEST_CASE("codebook problems in a quantised container are one error each", "[mod
     SECTION("codebook_id that does not match CBOK") {
         // The writer refuses to write this, so the id is changed in the written bytes.
         aff::test::write_fixture_container(dir, path, opt);
-        auto bytes = read_bytes(path);
+        auto bytes = read_all(path);
         {
             const aff::Container c = aff::Container::open(path);
             const aff::SectionInfo* meta = c.find_section(aff::kSectionMeta);
@@ -207,7 +203,7 @@ TEST_CASE("codebook problems in a quantised container are one error each", "[mod
             std::copy(text.begin(), text.end(), bytes.begin() + meta->offset);
         }
         aff::test::reseal(bytes);
-        write_bytes(path, bytes);
+        write_all(path, bytes);
         const std::string e = load_error(path);
         CHECK_THAT(e, Catch::StartsWith(path + ": metadata: codebook_id 0123456789abcdef does not match the "
                                                "codebook section ("));
@@ -219,14 +215,14 @@ TEST_CASE("codebook problems in a quantised container are one error each", "[mod
     }
     SECTION("a codebook-quantised storage type this build does not know") {
         aff::test::write_fixture_container(dir, path, opt);
-        auto bytes = read_bytes(path);
+        auto bytes = read_all(path);
         {
             const aff::Container c = aff::Container::open(path);
             const std::uint64_t rec = aff::test::tensor_record(c, "layers.1.ffn.experts.2.w2.weight");
             aff::container_layout::store_u16(&bytes[rec + 62], 0x0102);
         }
         aff::test::reseal(bytes);
-        write_bytes(path, bytes);
+        write_all(path, bytes);
         CHECK(load_error(path) == path + ": tensor layers.1.ffn.experts.2.w2.weight: storage type 258 is not known "
                                          "to this reader");
     }

@@ -17,6 +17,7 @@
 #include "unit/quant/background_search.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 
+#include "../file_bytes.hpp"
 #include "../temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -37,13 +38,8 @@ using aff::test::TempDir;
 
 std::string model(const std::string& name) { return std::string(AFF_TEST_DATA) + "/models/" + name; }
 
-std::vector<std::uint8_t> read_all(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_all(const std::string& p, const std::vector<std::uint8_t>& b) {
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
+using aff::test::read_all;
+using aff::test::write_all;
 
 struct NoteLog final : aff::Progress {
     std::vector<std::string> notes;
