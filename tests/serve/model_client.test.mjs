@@ -8,7 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer } from './server.mjs';
+import { expectError, startServer } from './server.mjs';
 
 let server, client;
 const MODEL = 'random-v4';
@@ -184,13 +184,6 @@ test('completions: text and token prompts, streaming, counts from the tokenizer'
 });
 
 test('errors come back as OpenAI errors', async () => {
-  const expectError = async (promise, status, check) => {
-    await assert.rejects(promise, (e) => {
-      assert.equal(e.status, status, e.message);
-      check?.(e);
-      return true;
-    });
-  };
   await expectError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'word '.repeat(1100) }] }),
     400, (e) => assert.equal(e.code, 'context_length_exceeded'));
   await expectError(client.chat.completions.create({ model: MODEL, n: 3, messages: [{ role: 'user', content: 'x' }] }), 400,

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer } from './server.mjs';
+import { expectError, startServer } from './server.mjs';
 
 let server, client;
 const KEY = 'test-key';
@@ -162,13 +162,6 @@ test('completions: text and token prompts, streaming', async () => {
 });
 
 test('errors come back as OpenAI errors', async () => {
-  const expectError = async (promise, status, check) => {
-    await assert.rejects(promise, (e) => {
-      assert.equal(e.status, status, e.message);
-      check?.(e);
-      return true;
-    });
-  };
   await expectError(client.chat.completions.create({ model: 'm', messages: [{ role: 'robot', content: 'x' }] }), 400,
     (e) => { assert.equal(e.param, 'messages[0].role'); assert.equal(e.type, 'invalid_request_error'); });
   await expectError(client.chat.completions.create({ model: 'm', n: 2, messages: [{ role: 'user', content: 'x' }] }), 400,

@@ -1,5 +1,6 @@
 // Starts aff-serve (path in $AFF_SERVE) on a free loopback port for one test file
-// and stops it afterwards; shared by the client and load tests.
+// and stops it afterwards; shared by the client and load tests, with their common assertions.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 
@@ -42,4 +43,14 @@ export async function startServer(args) {
       return Number(m[1]);
     },
   };
+}
+
+// Awaits a client call that must fail with HTTP `status`; `check` looks further at the error
+// (the OpenAI client's APIError: code, message).
+export async function expectError(promise, status, check) {
+  await assert.rejects(promise, (e) => {
+    assert.equal(e.status, status, e.message);
+    check?.(e);
+    return true;
+  });
 }
