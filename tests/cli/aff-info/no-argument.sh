@@ -1,1 +1,2 @@
+# No container given: bad usage, status 2.
 aff-info

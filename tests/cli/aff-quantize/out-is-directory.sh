@@ -1,2 +1,3 @@
+# --out naming a directory: refused before any quantising, status 2.
 mkdir target
 aff-quantize --src "$DATA/models/tiny-b" --out target

@@ -1,1 +1,2 @@
+# An input that does not exist: one line naming it and the OS reason, status 1.
 aff-split missing.aff
