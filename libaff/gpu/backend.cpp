@@ -17,25 +17,28 @@
 namespace aff {
 namespace {
 
+// Host bytes of a CPU decode state: its float vectors and the per-layer records.
+std::size_t host_state_bytes(const DecodeState& state) {
+    std::size_t floats = 0;
+    auto add = [&](const std::vector<LayerState>& layers) {
+        for (const LayerState& l : layers) {
+            floats += l.ring.size();
+            for (const CompressorState* c : {&l.compressor, &l.indexer})
+                floats += c->pending_kv.size() + c->pending_gate.size() + c->prev_kv.size() + c->prev_gate.size() +
+                          c->entries.size();
+        }
+    };
+    add(state.layers);
+    add(state.mtp);
+    return floats * sizeof(float) + (state.layers.size() + state.mtp.size()) * sizeof(LayerState);
+}
+
 // The CPU sequence state is plain host vectors (forward.hpp): a snapshot is a copy of it.
 class CpuSnapshot final : public BackendSnapshot {
 public:
     explicit CpuSnapshot(DecodeState s) : state(std::move(s)) {}
     std::int64_t position() const override { return state.position; }
-    std::size_t bytes() const override {
-        std::size_t floats = 0;
-        auto add = [&](const std::vector<LayerState>& layers) {
-            for (const LayerState& l : layers) {
-                floats += l.ring.size();
-                for (const CompressorState* c : {&l.compressor, &l.indexer})
-                    floats += c->pending_kv.size() + c->pending_gate.size() + c->prev_kv.size() + c->prev_gate.size() +
-                              c->entries.size();
-            }
-        };
-        add(state.layers);
-        add(state.mtp);
-        return floats * sizeof(float) + sizeof(*this) + (state.layers.size() + state.mtp.size()) * sizeof(LayerState);
-    }
+    std::size_t bytes() const override { return host_state_bytes(state) + sizeof(*this); }
     DecodeState state;
 };
 
@@ -63,6 +66,18 @@ private:
 };
 
 #if defined(AFF_HAVE_GPU)
+// The bytes of the device state that matter at the snapshot's position, in host memory
+// (GpuModel::snapshot), or the CPU attention's state: the budget counts what is held.
+class GpuSnapshot final : public BackendSnapshot {
+public:
+    explicit GpuSnapshot(gpu::GpuStateSnapshot s) : state(std::move(s)) {}
+    std::int64_t position() const override { return state.position; }
+    std::size_t bytes() const override {
+        return state.device.size() + host_state_bytes(state.attention) + sizeof(*this);
+    }
+    gpu::GpuStateSnapshot state;
+};
+
 class GpuBackend final : public ForwardBackend {
 public:
     GpuBackend(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
@@ -73,6 +88,15 @@ public:
     void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
         return model_.forward(state_, tokens, all_logits);
+    }
+    bool can_snapshot() const override { return true; }
+    std::unique_ptr<BackendSnapshot> snapshot() const override {
+        return std::make_unique<GpuSnapshot>(model_.snapshot(state_));
+    }
+    void restore(const BackendSnapshot& snapshot) override {
+        const auto* s = dynamic_cast<const GpuSnapshot*>(&snapshot);
+        if (!s) throw_usage("restore: the snapshot was not taken by the GPU backend");
+        model_.restore(state_, s->state);
     }
 
 private:

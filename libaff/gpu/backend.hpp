@@ -53,9 +53,12 @@ public:
     // Model::forward's contract for this backend's sequence.
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
 
-    // Snapshots: whether this backend takes them (the CPU reference does; the GPU model does
-    // not yet). A restored snapshot continues exactly as the sequence it was taken from
-    // would have: forward() after restore gives the same logits, bit for bit.
+    // Snapshots: whether this backend takes them (both do: the CPU reference copies its
+    // state, the GPU model the part of its device state the position uses, to host memory).
+    // A restored snapshot continues exactly as the sequence it was taken from would have:
+    // forward() after restore gives the logits the same calls give there, bit for bit (the
+    // CPU's do not depend on how a prompt is split into calls; the GPU's do: calls of 5+
+    // tokens take the prefill GEMMs).
     virtual bool can_snapshot() const { return false; }
     // Throws unsupported where can_snapshot() is false.
     virtual std::unique_ptr<BackendSnapshot> snapshot() const;

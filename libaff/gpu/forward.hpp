@@ -95,6 +95,24 @@ struct GpuDecodeState {
     DecodeState attention;
 };
 
+// A host copy of one sequence's decode state at its position (GpuModel::snapshot), for the
+// server's prefix cache. With attention on the GPU, `device` holds only what a state at that
+// position uses (GpuModel::snapshot_ranges): each layer's ring rows of the last min(position,
+// W) tokens, each compressor's pending and previous windows and its position / ratio
+// entries; not the max_context tokens' worth the state buffer is sized for. With attention on
+// the CPU, `attention` is a copy of the CPU state. Only the model that took it restores it.
+struct GpuStateSnapshot {
+    std::int64_t position = 0;
+    std::vector<std::uint8_t> device;  // the ranges of snapshot_ranges(position), one after another
+    DecodeState attention;
+    const void* model = nullptr;       // the GpuModel that took it (checked by restore)
+};
+
+// One stretch of a GpuDecodeState's device buffer: [offset, offset + bytes).
+struct StateRange {
+    std::size_t offset = 0, bytes = 0;
+};
+
 // Bytes the model needs on the device, by class (planned before anything is allocated).
 struct GpuMemoryPlan {
     std::size_t dense_bytes = 0;    // everything but routed experts
@@ -141,6 +159,18 @@ public:
     // states[i]->position; returns [B, V] logits, row i for sequence i (the same as each
     // alone, up to fp32 summation order in the batched GEMVs).
     std::vector<float> decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
+
+    // Prefix snapshots (the server's cache, through ForwardBackend): snapshot copies what the
+    // state uses at its position to host memory; restore writes it back into `st` (any state
+    // of this model: its other bytes are never read at that position) and sets its position.
+    // A restored state continues bit for bit as the original would have: forward and decode
+    // after restore give the logits the original's same calls give (tests/gpu/snapshot_test.cpp).
+    // restore throws usage for a snapshot another model took.
+    GpuStateSnapshot snapshot(const GpuDecodeState& st) const;
+    void restore(GpuDecodeState& st, const GpuStateSnapshot& snapshot) const;
+    // The stretches of the state buffer a state at `position` uses (empty with attention on
+    // the CPU), in ascending order, neighbours less than an alignment apart merged.
+    std::vector<StateRange> snapshot_ranges(std::int64_t position) const;
 
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
     // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.

@@ -141,7 +141,7 @@ void ModelEngine::set_prefix_cache(std::size_t bytes) {
     cache_ = PrefixCache(usable ? bytes : 0);
     cache_description_ = bytes == 0 ? "prefix cache off"
                          : usable   ? "prefix cache " + format_bytes(bytes)
-                                    : "no prefix cache: this backend cannot snapshot its state yet";
+                                    : "no prefix cache: this backend cannot snapshot its state";
     publish_stats();
 }
 
@@ -149,12 +149,16 @@ std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens
     cached_tokens_ = 0;
     sequence_valid_ = false;
     sequence_.assign(tokens.begin(), tokens.end());
-    if (!cache_.enabled() || tokens.size() < 2) {
+    if (tokens.size() < 2) {
         backend_->reset();
         logits_ = backend_->forward(tokens, false);
     } else {
+        // The prompt runs as two calls split at snapshot_point, with the cache or without:
+        // the GPU's logits depend on how tokens are split into calls (prefill GEMMs from 5
+        // tokens up), and this way a server without the cache computes a prompt as one with
+        // it does on a miss.
         const std::size_t head = snapshot_point(tokens);
-        const PrefixCache::Match hit = cache_.find(tokens, tokens.size() - 1);
+        const PrefixCache::Match hit = cache_.enabled() ? cache_.find(tokens, tokens.size() - 1) : PrefixCache::Match{};
         if (hit.state) {
             backend_->restore(*static_cast<const SnapshotEntry&>(*hit.state).snapshot);
             cached_tokens_ = hit.tokens;
@@ -164,11 +168,11 @@ std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens
         std::size_t at = hit.tokens;
         if (head > at) {
             backend_->forward(tokens.subspan(at, head - at), false);
-            keep_snapshot(tokens.first(head));
+            if (cache_.enabled()) keep_snapshot(tokens.first(head));
             at = head;
         }
         logits_ = backend_->forward(tokens.subspan(at), false);
-        publish_stats();
+        if (cache_.enabled()) publish_stats();
     }
     sequence_valid_ = true;
     return finish_logits();

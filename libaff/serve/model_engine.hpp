@@ -28,8 +28,9 @@ struct ModelEngineOptions {
     std::size_t threads = 0;     // 0 = one per hardware thread
     ForwardOptions forward;
     BackendOptions backend;      // --gpus, --gpu-mib
-    // --prefix-cache-mib: memory for prefix snapshots; 0 disables the cache. Backends that
-    // cannot snapshot (the GPU model, so far) run without it whatever this says.
+    // --prefix-cache-mib: host memory for prefix snapshots (of the CPU state, or of the part
+    // of the GPU state a position uses); 0 disables the cache. A backend that cannot
+    // snapshot would run without it whatever this says (both can).
     std::size_t prefix_cache_bytes = std::size_t(4096) << 20;
 };
 
@@ -57,10 +58,16 @@ public:
     bool is_end_token(std::int32_t token) const override;
     // Logits of ids the tokenizer does not know (the vocabulary is padded past the
     // tokenizer's last id) are -infinity: they have no text, so they are never sampled.
-    // With the cache: restores the longest cached prefix of `tokens` (leaving at least the
-    // last token to run, for its logits), prefills up to snapshot_point(), snapshots there,
-    // then runs the rest. The logits are those of one whole prefill, bit for bit (the CPU
-    // forward does not depend on chunking; backend_snapshot_test checks it).
+    // Runs a prompt of 2+ tokens as two calls split at snapshot_point(), cache or not. With
+    // the cache: restores the longest cached prefix of `tokens` (leaving at least the last
+    // token to run, for its logits), prefills up to snapshot_point(), snapshots there, then
+    // runs the rest. On the CPU the logits are those of one whole prefill, bit for bit (its
+    // forward does not depend on chunking; backend_snapshot_test checks it). On the GPU they
+    // are those of the same calls on a fresh state (tests/gpu/snapshot_test.cpp): a miss
+    // computes what a server without the cache does, and a restored end of a generation
+    // holds its reply's tokens as decode steps ran them, where a server without the cache
+    // prefills them (the GEMMs' bf16 inputs against the GEMVs' fp32: logits may differ in
+    // their last bits, rarely the chosen token).
     std::span<const float> prefill(std::span<const std::int32_t> tokens) override;
     std::span<const float> decode(std::int32_t token) override;
     // Snapshots the sequence as it ends (prompt and generated tokens), unless cached.

@@ -1,0 +1,109 @@
+// GpuModel's prefix snapshots (forward.hpp): which bytes of a sequence's device state matter
+// at a position, and their copy to and from host memory. A state buffer is sized for
+// max_context tokens (plan_state), but at position p the kernels read only the ring slots of
+// the last min(p, W) tokens, the compressors' pending and previous windows and the p / ratio
+// entries emitted so far (kernels/attention.hpp, kernels/compressor.hpp state contracts), so
+// a snapshot of a short prompt costs a small part of the buffer.
+#include "aff/core/error.hpp"
+#include "aff/gpu/forward_impl.hpp"
+
+#include <algorithm>
+
+namespace aff::gpu {
+
+using namespace fwd;
+
+std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
+    const Impl& m = *impl_;
+    const ModelConfig& c = m.c;
+    std::vector<StateRange> out;
+    if (!m.attention_on_gpu) return out;
+    if (position < 0 || position > m.max_context)
+        throw_usage("snapshot: position " + std::to_string(position) + " outside the GPU state's 0.." +
+                    std::to_string(m.max_context));
+    const std::size_t p = static_cast<std::size_t>(position);
+    // Regions are laid out in this order (plan_state), each at an aligned offset: a region
+    // that starts within an alignment of the previous one's end joins it (one copy, the
+    // padding between them included).
+    auto add = [&](std::size_t offset, std::size_t bytes) {
+        if (bytes == 0) return;
+        if (!out.empty()) {
+            StateRange& last = out.back();
+            const std::size_t end = last.offset + last.bytes;
+            if (offset >= end && offset - end < kAlign) {
+                last.bytes = offset + bytes - last.offset;
+                return;
+            }
+        }
+        out.push_back({offset, bytes});
+    };
+    auto comp = [&](const CompressorRefs& w, const CompressorStateRefs& st) {
+        const std::size_t width = std::size_t(w.overlap ? 2 : 1) * w.dim;
+        add(st.pending_kv, std::size_t(w.ratio) * width * 4);
+        add(st.pending_gate, std::size_t(w.ratio) * width * 4);
+        if (w.overlap) {  // the previous window exists only for CSA's overlapping windows
+            add(st.prev_kv, std::size_t(w.ratio) * w.dim * 4);
+            add(st.prev_gate, std::size_t(w.ratio) * w.dim * 4);
+        }
+        add(st.entries, std::min<std::size_t>(p / w.ratio, st.capacity) * w.dim * 4);
+    };
+    for (int l = 0; l < c.num_layers; ++l) {
+        const AttentionRefs& a = m.layers[l].attn;
+        const LayerStateRefs& st = m.state_refs[l];
+        add(st.ring, std::min<std::size_t>(p, c.sliding_window) * c.head_dim * 4);
+        if (a.has_compressor) comp(a.compressor, st.compressor);
+        if (a.has_indexer) comp(a.indexer, st.indexer);
+    }
+    return out;
+}
+
+GpuStateSnapshot GpuModel::snapshot(const GpuDecodeState& st) const {
+    const Impl& m = *impl_;
+    GpuStateSnapshot s;
+    s.position = st.position;
+    s.model = this;
+    if (!m.attention_on_gpu) {
+        s.attention = st.attention;
+        return s;
+    }
+    if (st.device.size() < m.state_bytes) throw_internal("snapshot: decode state belongs to another model");
+    const std::vector<StateRange> ranges = snapshot_ranges(st.position);
+    std::size_t total = 0;
+    for (const StateRange& r : ranges) total += r.bytes;
+    s.device.resize(total);
+    use_device(m.options.device);
+    std::size_t at = 0;
+    for (const StateRange& r : ranges) {
+        m.stream.copy(s.device.data() + at, st.device.as<std::uint8_t>() + r.offset, r.bytes);
+        at += r.bytes;
+    }
+    m.stream.synchronize();
+    return s;
+}
+
+void GpuModel::restore(GpuDecodeState& st, const GpuStateSnapshot& s) const {
+    const Impl& m = *impl_;
+    if (s.model != this) throw_usage("restore: the snapshot was taken by another GPU model");
+    if (!m.attention_on_gpu) {
+        st.attention = s.attention;
+        st.position = s.position;
+        return;
+    }
+    if (st.device.size() < m.state_bytes) throw_internal("restore: decode state belongs to another model");
+    const std::vector<StateRange> ranges = snapshot_ranges(s.position);
+    std::size_t total = 0;
+    for (const StateRange& r : ranges) total += r.bytes;
+    if (total != s.device.size())
+        throw_internal("restore: the snapshot holds " + std::to_string(s.device.size()) + " bytes, position " +
+                       std::to_string(s.position) + " needs " + std::to_string(total));
+    use_device(m.options.device);
+    std::size_t at = 0;
+    for (const StateRange& r : ranges) {
+        m.stream.copy(st.device.as<std::uint8_t>() + r.offset, s.device.data() + at, r.bytes);
+        at += r.bytes;
+    }
+    m.stream.synchronize();  // the host bytes may go once restore returns; the next call reads these
+    st.position = s.position;
+}
+
+}  // namespace aff::gpu
