@@ -1,15 +1,16 @@
 // Codebook-expert GEMV (declarations and contract in moe_gemv.hpp). Memory-bound on the
 // 2.875-bit weights in principle, but on the H200 bound by the shared-memory pipe: every two
 // weights cost one 4-byte codebook read at a random address (about 3.5-way bank conflicts
-// for 32 random reads), so the design spends that pipe on the codebook alone. A block of 128
-// threads copies the 16 KiB codebook into shared memory once and its 4 warps walk work items
-// of 4 rows (of one matrix, or 2 rows each of w1 and w3) with a stride over the grid. A warp
-// loads an item's rows with coalesced 16-byte loads into registers, parks them byte-swapped
-// in its own shared-memory stage and, while decoding them, already has the next item's loads
-// in flight. Decoding: lane l owns steps 4l..4l+3 of every block (weights 8l..8l+7), whose
-// windows all lie in the 29 stream bits before e_{4l+3} (format §4): two stage words and a
-// funnel shift give all four windows. The block's activations (8 per lane and token) are read
-// once per block for all 4 rows; an item serves up to 4 tokens per decoded weight. No
+// for 32 random reads), so the design spends that pipe on the codebook as far as it can. A
+// block of 128 threads copies the 16 KiB codebook into shared memory once and its 4 warps walk
+// work items of 8 rows (or 4; of one matrix, or half each of w1 and w3) with a stride over the
+// grid. A warp loads an item's rows with coalesced 16-byte loads into registers, parks them
+// byte-swapped in its own shared-memory stage and, while decoding them, already has the next
+// item's loads in flight. Decoding: lane l owns steps 4l..4l+3 of every block (weights
+// 8l..8l+7), whose windows all lie in the 29 stream bits before e_{4l+3} (format §4): two
+// stage words and a funnel shift give all four windows. The block's activations (8 per lane
+// and token) are read once per block for all the item's rows, so 8-row items halve what they
+// cost the pipe besides the gathers. An item serves up to 4 tokens per decoded weight. No
 // data-dependent branch; block scale applied once per block.
 #include "kernels/moe_gemv.hpp"
 
@@ -18,6 +19,7 @@
 #include "kernels/gemv_reduce.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 namespace aff::gpu {
 namespace {
@@ -25,9 +27,10 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 // Blocks per multiprocessor the kernel is compiled for: 4 caps registers at 128; the 3- and
-// 4-token kernels need more (they spill at 128) and take 3 (170 registers).
-__host__ __device__ constexpr int min_blocks(int max_tokens) { return max_tokens >= 3 ? 3 : 4; }
-constexpr int kRows = 4;                   // rows per work item
+// 4-token kernels need more (they spill at 128) and take 3 (170 registers), as do 8-row items
+// (the next item's 8 rows wait in registers; stage and codebook take 63.5 KiB: 3 blocks fit).
+__host__ __device__ constexpr int min_blocks(int max_tokens, int rows) { return max_tokens >= 3 || rows > 4 ? 3 : 4; }
+constexpr int kMinRows = 4;                // rows per work item: 4 or 8 (MoeGemvTuning::item_rows)
 constexpr int kMaxK = 4096;
 constexpr int kBlockBytes = 92;            // 256 weights
 constexpr int kBlockWords = kBlockBytes / 4;
@@ -170,25 +173,31 @@ __host__ __device__ constexpr int pow2_at_least(int v) {
     return p;
 }
 
-// One item's products for M tokens: the item's kRows rows sit byte-swapped in `st`
+// Shared memory of one block (dynamic): the codebook, then each warp's stage of `rows` rows.
+__host__ __device__ constexpr size_t shared_bytes(int rows) {
+    return 4u * static_cast<size_t>(kEntries + kWarpsPerBlock * rows * kMaxRowWords);
+}
+
+// Rows r0 .. r0+RR-1 of an item for M tokens: the item's rows sit byte-swapped in `st`
 // (kMaxRowWords words apart); x[b] is token b's input (k floats). acc ends as the warp-wide
 // partial sums reduced by the caller.
-template <int M>
-__device__ inline void item_products(const uint32_t* st, const uint32_t* cb, const float* const (&x)[kMoeGemvMaxBatch],
-                                     int blocks, const LaneBits& lb, int lane, float (&acc)[pow2_at_least(kRows * M)]) {
+template <int M, int RR>
+__device__ inline void item_products(const uint32_t* st, int r0, const uint32_t* cb,
+                                     const float* const (&x)[kMoeGemvMaxBatch], int blocks, const LaneBits& lb,
+                                     float (&acc)[pow2_at_least(RR * M)]) {
 #pragma unroll
-    for (int i = 0; i < pow2_at_least(kRows * M); ++i) acc[i] = 0.0f;
+    for (int i = 0; i < pow2_at_least(RR * M); ++i) acc[i] = 0.0f;
     for (int blk = 0; blk < blocks; ++blk) {
         float4 xa[M], xb[M];
 #pragma unroll
         for (int b = 0; b < M; ++b) {
-            const float4* xr = reinterpret_cast<const float4*>(x[b] + blk * 256) + 2 * lane;
+            const float4* xr = reinterpret_cast<const float4*>(x[b] + blk * 256) + 2 * dev::lane_id();
             xa[b] = dev::ldg(xr);
             xb[b] = dev::ldg(xr + 1);
         }
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-            const uint32_t* words = st + r * kMaxRowWords + blk * kBlockWords;
+        for (int r = 0; r < RR; ++r) {
+            const uint32_t* words = st + (r0 + r) * kMaxRowWords + blk * kBlockWords;
             const uint32_t g = funnel_right(words[lb.word], words[lb.lo_word] & lb.lo_mask, lb.shift);
             const uint32_t w3 = g & 0xfffu, w2 = (g >> 6) & 0xfffu, w1 = (g >> lb.shift1) & 0xfffu,
                            w0 = (g >> 17) & 0xfffu;
@@ -206,14 +215,15 @@ __device__ inline void item_products(const uint32_t* st, const uint32_t* cb, con
             }
         }
     }
-    dev::warp_reduce_scatter<pow2_at_least(kRows * M)>(acc);
+    dev::warp_reduce_scatter<pow2_at_least(RR * M)>(acc);
 }
 
-template <int kMaxM>
-__global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
+// kMaxM: the most tokens an item serves; kR: rows per item (MoeGemvTuning::item_rows).
+template <int kMaxM, int kR>
+__global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
     moe_gemv_kernel(const Params p, const uint16_t* __restrict__ codebook) {
-    __shared__ uint32_t cb[kEntries];
-    __shared__ uint32_t stage[kWarpsPerBlock][kRows][kMaxRowWords];
+    extern __shared__ uint4 smem[];
+    uint32_t* cb = reinterpret_cast<uint32_t*>(smem);
     __shared__ int ids[kMoeGemvMaxPairs];
     __shared__ int lead_tokens[kMoeGemvMaxPairs];    // 0: another pair decodes this expert
     __shared__ uint32_t lead_pairs[kMoeGemvMaxPairs];  // the pairs it serves, 8 bits each
@@ -223,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
     const int warp = tid / kWarp;
     const bool routed = p.count == 0;
     const int mats = routed ? p.routed.matrices : 1;
-    const int rows_per_mat = kRows / mats;
+    const int rows_per_mat = kR / mats;
     const int items_per_job = p.n / rows_per_mat;
     const int pairs = routed ? p.routed.tokens * p.routed.top_k : 0;
     const int items = (routed ? pairs : p.count) * items_per_job;
@@ -240,10 +250,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
                                      : p.job[job].w;
         return reinterpret_cast<const uint4*>(base + row * row_bytes);
     };
-    uint4 buf[kRows][kChunksPerLane];
+    uint4 buf[kR][kChunksPerLane];
     auto load_item = [&](int it) {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
+        for (int r = 0; r < kR; ++r) {
             const uint4* w = row_ptr(it, r);
 #pragma unroll
             for (int i = 0; i < kChunksPerLane; ++i) {
@@ -285,11 +295,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
     }
 
     const LaneBits lb = lane_bits(lane);
-    uint32_t* st = &stage[warp][0][0];
+    uint32_t* st = cb + kEntries + warp * kR * kMaxRowWords;
     while (item < items) {
         sync_warp();  // every lane is done with the stage
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kR; ++r)
 #pragma unroll
             for (int i = 0; i < kChunksPerLane; ++i) {
                 const int c = lane + i * kWarp;
@@ -320,42 +330,34 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM))
         auto y_offset = [&](int b) {
             return static_cast<size_t>(routed ? static_cast<int>((list >> (8 * b)) & 0xffu) : b) * p.n;
         };
-        auto store = [&](auto tokens, const auto& acc) {
-            constexpr int M = decltype(tokens)::value;
-            constexpr int kSpread = kWarp / pow2_at_least(kRows * M);
+        // Rows r0 .. r0+RR-1 for M tokens, products and stores.
+        auto run = [&](auto tokens, auto rows, int r0) {
+            constexpr int M = decltype(tokens)::value, RR = decltype(rows)::value;
+            float acc[pow2_at_least(RR * M)];
+            item_products<M, RR>(st, r0, cb, x, blocks, lb, acc);
+            constexpr int kSpread = kWarp / pow2_at_least(RR * M);
             const int v = lane / kSpread;
-            if (lane % kSpread == 0 && v < kRows * M) {
-                const int r = v / M, b = v % M;
+            if (lane % kSpread == 0 && v < RR * M) {
+                const int r = r0 + v / M, b = v % M;
                 float* y = routed ? p.routed.y[r / rows_per_mat] : p.job[job].y;
                 y[y_offset(b) + row0 + r % rows_per_mat] = acc[0];
             }
         };
+        // Three or four tokens over 8 rows: two passes of 4 rows (their sums would not fit the
+        // registers beside the next item's weights).
+        constexpr int kWide = kR > 4 ? 4 : kR;
         if constexpr (kMaxM >= 4) {
-            if (m == 4) {
-                float acc[pow2_at_least(kRows * 4)];
-                item_products<4>(st, cb, x, blocks, lb, lane, acc);
-                store(Tokens<4>{}, acc);
-            }
+            if (m == 4)
+                for (int r0 = 0; r0 < kR; r0 += kWide) run(Tokens<4>{}, Tokens<kWide>{}, r0);
         }
         if constexpr (kMaxM >= 3) {
-            if (m == 3) {
-                float acc[pow2_at_least(kRows * 3)];
-                item_products<3>(st, cb, x, blocks, lb, lane, acc);
-                store(Tokens<3>{}, acc);
-            }
+            if (m == 3)
+                for (int r0 = 0; r0 < kR; r0 += kWide) run(Tokens<3>{}, Tokens<kWide>{}, r0);
         }
         if constexpr (kMaxM >= 2) {
-            if (m == 2) {
-                float acc[pow2_at_least(kRows * 2)];
-                item_products<2>(st, cb, x, blocks, lb, lane, acc);
-                store(Tokens<2>{}, acc);
-            }
+            if (m == 2) run(Tokens<2>{}, Tokens<kR>{}, 0);
         }
-        if (m == 1) {
-            float acc[pow2_at_least(kRows)];
-            item_products<1>(st, cb, x, blocks, lb, lane, acc);
-            store(Tokens<1>{}, acc);
-        }
+        if (m == 1) run(Tokens<1>{}, Tokens<kR>{}, 0);
         item = next;
     }
 }
@@ -385,41 +387,78 @@ __global__ void __launch_bounds__(kThreads)
 
 void check_shape(const char* what, int n, int k) {
     if (k <= 0 || k % 1024 != 0 || k > kMaxK) throw_argument(what, "k must be a multiple of 1024 up to 4096");
-    if (n <= 0 || n % kRows != 0) throw_argument(what, "n must be a positive multiple of 4");
+    if (n <= 0 || n % kMinRows != 0) throw_argument(what, "n must be a positive multiple of 4");
 }
 
-void launch(Params& p, int items, int max_tokens, const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {
+// Rows per item the launch takes: 8 where asked, the shape allows (n % 8 with one matrix) and
+// the 63.5 KiB of shared memory can be opted into (NVIDIA), else 4.
+int item_rows(const MoeGemvTuning& t, int n, int matrices) {
+#if defined(AFF_GPU_IS_CUDA)
+    if (t.item_rows == 8 && (matrices == 2 || n % 8 == 0)) return 8;
+#else
+    (void)n;
+    (void)matrices;
+#endif
+    if (t.item_rows != 4 && t.item_rows != 8) throw_argument("moe_gemv", "item_rows must be 4 or 8");
+    return 4;
+}
+
+// One launch of moe_gemv_kernel<M, R> (one opt-in flag per instantiation and device).
+template <int M, int R>
+void launch_kernel(const Params& p, dim3 grid, const uint16_t* codebook, const MoeGemvTuning& t, hipStream_t s) {
+    constexpr size_t bytes = shared_bytes(R);
+#if defined(AFF_GPU_IS_CUDA)
+    if constexpr (bytes > 48 * 1024) {
+        // Over the default 48 KiB (the 8-row stage): the opt-in is per function and device.
+        static std::atomic<unsigned long long> attribute_set{0};
+        int dev = 0;
+        AFF_GPU_CHECK(cudaGetDevice(&dev));
+        const unsigned long long bit = 1ull << (dev & 63);
+        if (!(attribute_set.load(std::memory_order_relaxed) & bit)) {
+            AFF_GPU_CHECK(cudaFuncSetAttribute(moe_gemv_kernel<M, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(bytes)));
+            attribute_set.fetch_or(bit);
+        }
+    }
+    if (t.dependent_launch) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = grid;
+        config.blockDim = dim3(kThreads);
+        config.dynamicSmemBytes = bytes;
+        config.stream = s;
+        cudaLaunchAttribute attribute{};
+        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute.val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        AFF_GPU_CHECK(cudaLaunchKernelEx(&config, moe_gemv_kernel<M, R>, p, codebook));
+        return;
+    }
+#endif
+    moe_gemv_kernel<M, R><<<grid, dim3(kThreads), bytes, s>>>(p, codebook);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+void launch(Params& p, int rows, int max_tokens, const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {
     if (t.target_blocks < 1) throw_argument("moe_gemv", "target_blocks must be positive");
-    const int target = std::max(1, t.target_blocks * min_blocks(max_tokens) / min_blocks(1));
+    const int mats = p.count == 0 ? p.routed.matrices : 1;
+    const int items = (p.count == 0 ? p.routed.tokens * p.routed.top_k : p.count) * (p.n / (rows / mats));
+    const int target = std::max(1, t.target_blocks * min_blocks(max_tokens, rows) / min_blocks(1, kMinRows));
     const int blocks = std::max(1, std::min(target, (items + kWarpsPerBlock - 1) / kWarpsPerBlock));
     const dim3 grid(static_cast<unsigned>(blocks));
     p.total_warps = blocks * kWarpsPerBlock;
     p.expert_bytes = static_cast<unsigned long long>(p.n) * (p.k / 256) * kBlockBytes;
     const auto s = static_cast<hipStream_t>(stream);
-    auto go = [&](auto kernel) {
-#if defined(AFF_GPU_IS_CUDA)
-        if (t.dependent_launch) {
-            cudaLaunchConfig_t config{};
-            config.gridDim = grid;
-            config.blockDim = dim3(kThreads);
-            config.stream = s;
-            cudaLaunchAttribute attribute{};
-            attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attribute.val.programmaticStreamSerializationAllowed = 1;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, p, codebook));
-            return;
-        }
-#endif
-        kernel<<<grid, dim3(kThreads), 0, s>>>(p, codebook);
-        AFF_GPU_CHECK(hipGetLastError());
+    auto pick = [&](auto m) {
+        constexpr int M = decltype(m)::value;
+        if (rows == 8) launch_kernel<M, 8>(p, grid, codebook, t, s);
+        else launch_kernel<M, 4>(p, grid, codebook, t, s);
     };
     switch (max_tokens) {
-        case 1: go(moe_gemv_kernel<1>); break;
-        case 2: go(moe_gemv_kernel<2>); break;
-        case 3: go(moe_gemv_kernel<3>); break;
-        default: go(moe_gemv_kernel<4>); break;
+        case 1: pick(Tokens<1>{}); break;
+        case 2: pick(Tokens<2>{}); break;
+        case 3: pick(Tokens<3>{}); break;
+        default: pick(Tokens<4>{}); break;
     }
 }
 
@@ -436,7 +475,7 @@ void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, 
     p.batch = batch;
     p.n = n;
     p.k = k;
-    launch(p, count * (n / kRows), batch, codebook, t, stream);
+    launch(p, item_rows(t, n, 1), batch, codebook, t, stream);
 }
 
 void moe_gemv(const MoeGemvJob* jobs, int count, int n, int k, int batch, const uint16_t* codebook, void* stream) {
@@ -459,8 +498,7 @@ void moe_gemv_routed(const MoeGemvRouted& r, int n, int k, const uint16_t* codeb
     p.routed = r;
     p.n = n;
     p.k = k;
-    const int items = r.tokens * r.top_k * (n / (kRows / r.matrices));
-    launch(p, items, r.tokens, codebook, t, stream);
+    launch(p, item_rows(t, n, r.matrices), r.tokens, codebook, t, stream);
 }
 
 void tq2875_dequantize(const uint8_t* w, int rows, int k, const uint16_t* codebook, float* out, void* stream) {

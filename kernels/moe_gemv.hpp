@@ -34,9 +34,15 @@ struct MoeGemvJob {
 // previous kernel in the stream still runs; it loads the codebook (and, for explicit jobs,
 // the first weights) before waiting for it, so those must not be written by the kernels just
 // before; x (and the routed ids) are read and y written only after the wait.
+// item_rows: rows a warp decodes per work item (4 or 8): the block's activations are read once
+// for all of them; 8 needs n % 8 == 0 (one matrix; 4 a matrix with two) and NVIDIA (the stage
+// takes 63.5 KiB of shared memory a block, 3 blocks a multiprocessor), else 4 is used. 8 is
+// faster for the forward's launches (tests/bench/RESULTS.md, moe_gemv_bench); launches of one
+// expert have half the items and can be slower.
 struct MoeGemvTuning {
     int target_blocks = 528;
     bool dependent_launch = true;
+    int item_rows = 8;
 };
 inline constexpr MoeGemvTuning kMoeGemvDefault{};
 

@@ -15,8 +15,9 @@
 // ±[2^-4, 2^0) (speed does not depend on the values; this file is CUDA C++17, which cannot
 // include the C++20 codebook header). The last three lines
 // are the figure, the bound and the ratio of the default tuning (tests/bench/RESULTS.md).
-// The structured kernel (kernels/moe_gemv_sym.hip, sign-structured codebooks, shifts 2 and
-// 3: a random base table of the same distribution) runs beside the generic one in both parts.
+// The generic kernel runs with items of 8 rows (the default) and 4 (the previous default) in
+// both parts, and the structured kernel (kernels/moe_gemv_sym.hip, sign-structured codebooks,
+// shift 2: a random base table of the same distribution) beside it.
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "gpu_bench.hpp"
@@ -91,18 +92,18 @@ int main(int argc, char** argv) {
             MoeGemvTuning tuning;
             int shift;  // 0: generic kernel; 2, 3: structured kernel
         };
-        const Variant variants[] = {{"blocks528 dep", {528, true}, 0},
-                                    {"blocks528", {528, false}, 0},
-                                    {"blocks264 dep", {264, true}, 0},
-                                    {"blocks1056 dep", {1056, true}, 0},
-                                    {"sym2 dep", {528, true}, 2},
-                                    {"sym2", {528, false}, 2},
-                                    {"sym3 dep", {528, true}, 3}};
+        // r8/r4: rows per work item (item_rows); "r4 dep" is the previous default.
+        const Variant variants[] = {{"r8 dep", {528, true, 8}, 0},
+                                    {"r8", {528, false, 8}, 0},
+                                    {"r4 dep", {528, true, 4}, 0},
+                                    {"r4", {528, false, 4}, 0},
+                                    {"sym2 dep", {528, true}, 2}};
         constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
         int default_variant = 0;
         for (int v = 0; v < kVariants; ++v)
             if (variants[v].shift == 0 && variants[v].tuning.target_blocks == kMoeGemvDefault.target_blocks &&
-                variants[v].tuning.dependent_launch == kMoeGemvDefault.dependent_launch)
+                variants[v].tuning.dependent_launch == kMoeGemvDefault.dependent_launch &&
+                variants[v].tuning.item_rows == kMoeGemvDefault.item_rows)
                 default_variant = v;
         // [variant][experts 1 / 6][batch 1 / 4]
         double total_bytes[kVariants][2][2] = {}, total_time[kVariants][2][2] = {};
@@ -196,7 +197,19 @@ int main(int argc, char** argv) {
         Buffer a(av.size() * 4), g1(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * I * 4),
             g3(g1.size()), routed(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * D * 4);
         upload(a, av.data(), av.size() * 4);
-        double layer_rate[3][2] = {};  // [generic, shift 2, shift 3][1 token, 4 tokens]
+        // The forward's pattern per kernel variant (fused w1+w3 unless said otherwise).
+        struct Run {
+            const char* name;
+            MoeGemvTuning tuning;
+            bool fused;
+            int shift;
+        };
+        const Run runs[] = {{"generic r8 (default)", kMoeGemvDefault, true, 0},
+                            {"generic r4 (before)", {528, true, 4}, true, 0},
+                            {"generic r8, w1 w3 separate", kMoeGemvDefault, false, 0},
+                            {"sym2", {528, true}, true, 2}};
+        constexpr int kRuns = sizeof(runs) / sizeof(runs[0]);
+        double layer_rate[kRuns][2] = {};  // [run][1 token, 4 tokens]
         for (const int tokens : {1, kMoeGemvMaxBatch}) {
             // kSteps id sets: each token 6 distinct experts; bytes count each distinct expert once.
             std::vector<int32_t> ids(static_cast<size_t>(kSteps) * tokens * kTopK);
@@ -228,11 +241,8 @@ int main(int argc, char** argv) {
             double bytes_sum = 0.0;
             for (double b : step_bytes) bytes_sum += b;
             Stream s;
-            struct Run {
-                bool fused;
-                int shift;
-            };
-            for (const Run run : {Run{true, 0}, Run{false, 0}, Run{true, 2}, Run{true, 3}}) {
+            for (int ri = 0; ri < kRuns; ++ri) {
+                const Run& run = runs[ri];
                 const bool fused = run.fused;
                 const MoeGemvCodebook cb = code(run.shift);
                 const Result r = measure(kSteps, s, [&](int i, const Stream& st) {
@@ -250,14 +260,14 @@ int main(int argc, char** argv) {
                         up.stack[1] = stack3.as<uint8_t>();
                         up.y[0] = g1.as<float>();
                         up.y[1] = g3.as<float>();
-                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
                     } else {
                         up.stack[0] = stack1.as<uint8_t>();
                         up.y[0] = g1.as<float>();
-                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
                         up.stack[0] = stack3.as<uint8_t>();
                         up.y[0] = g3.as<float>();
-                        moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, st.handle());
+                        moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
                     }
                     swiglu(g1.as<float>(), g3.as<float>(), static_cast<long long>(tokens) * kTopK * I, 10.0f,
                            g1.as<float>(), st.handle());
@@ -270,41 +280,37 @@ int main(int argc, char** argv) {
                     down.x = g1.as<float>();
                     down.x_token_stride = static_cast<long long>(kTopK) * I;
                     down.x_slot_stride = I;
-                    moe_gemv_routed(down, D, I, cb, kMoeGemvDefault, st.handle());
+                    moe_gemv_routed(down, D, I, cb, run.tuning, st.handle());
                 });
                 // Steps cycle through the id sets evenly, so mean bytes per step over the mean time.
                 const double rate_l = bytes_sum / kSteps / r.graph_s;
                 const double weights_per_s = distinct_sum / kSteps * 3.0 * D * I / r.graph_s;
-                std::printf("layer %-7s tokens %d %-22s distinct experts %.2f, %.2f MB/step, %8.2f us/step, %.3f TB/s "
+                std::printf("layer %-32s tokens %d distinct experts %.2f, %.2f MB/step, %8.2f us/step, %.3f TB/s "
                             "(%.1f%%), %.2f T weights/s\n",
-                            run.shift == 0 ? "generic" : run.shift == 2 ? "sym2" : "sym3", tokens,
-                            fused ? "w1+w3 fused (forward)" : "w1, w3 separate", distinct_sum / kSteps,
+                            run.name, tokens, distinct_sum / kSteps,
                             bytes_sum / kSteps / 1e6, r.graph_s * 1e6, rate_l / 1e12, 100.0 * rate_l / ceiling,
                             weights_per_s / 1e12);
-                if (fused) layer_rate[run.shift == 0 ? 0 : run.shift - 1][tokens > 1] = rate_l;
+                layer_rate[ri][tokens > 1] = rate_l;
             }
         }
 
         const int d = default_variant;
-        int sym = d;  // the structured kernel's default (dependent launch, shift 2)
-        for (int v = 0; v < kVariants; ++v)
-            if (variants[v].shift == 2 && variants[v].tuning.dependent_launch) sym = v;
-        std::printf("figure: moe_gemv, the forward's per-layer pattern (w1+w3 launch, SwiGLU, w2 launch; graph replay): "
-                    "generic 1 token %.3f TB/s, 4 tokens %.3f TB/s; structured shift 2 %.3f / %.3f TB/s, shift 3 "
-                    "%.3f / %.3f TB/s; per launch (6 experts, w1/w3 + w2) generic %s batch 1 %.3f, batch 4 %.3f TB/s, "
-                    "structured %s batch 1 %.3f, batch 4 %.3f TB/s\n",
-                    layer_rate[0][0] / 1e12, layer_rate[0][1] / 1e12, layer_rate[1][0] / 1e12, layer_rate[1][1] / 1e12,
-                    layer_rate[2][0] / 1e12, layer_rate[2][1] / 1e12, variants[d].name, rate(d, 1, 0) / 1e12,
-                    rate(d, 1, 1) / 1e12, variants[sym].name, rate(sym, 1, 0) / 1e12, rate(sym, 1, 1) / 1e12);
+        for (int ri = 0; ri < kRuns; ++ri)
+            std::printf("summary layer %-32s 1 token %.3f TB/s (%.1f%%), 4 tokens %.3f TB/s (%.1f%%)\n", runs[ri].name,
+                        layer_rate[ri][0] / 1e12, 100.0 * layer_rate[ri][0] / ceiling, layer_rate[ri][1] / 1e12,
+                        100.0 * layer_rate[ri][1] / ceiling);
+        // runs[0] is the default tuning, runs[1] the kernel before this version.
+        std::printf("figure: moe_gemv, the forward's per-layer pattern (w1+w3 launch, SwiGLU, w2 launch; graph replay), "
+                    "default (%s): 1 token %.3f TB/s, 4 tokens %.3f TB/s (before: %.3f / %.3f TB/s); per launch "
+                    "(6 experts, w1/w3 + w2) batch 1 %.3f, batch 4 %.3f TB/s\n",
+                    variants[d].name, layer_rate[0][0] / 1e12, layer_rate[0][1] / 1e12, layer_rate[1][0] / 1e12,
+                    layer_rate[1][1] / 1e12, rate(d, 1, 0) / 1e12, rate(d, 1, 1) / 1e12);
         std::printf("bound: HBM read ceiling measured in this run: %.3f TB/s\n", ceiling / 1e12);
-        std::printf("ratio: per layer generic 1 token %.1f%%, 4 tokens %.1f%%; structured shift 2 %.1f%% / %.1f%%, "
-                    "shift 3 %.1f%% / %.1f%%; per launch 6 experts generic batch 1 %.1f%%, batch 4 %.1f%%, structured "
+        std::printf("ratio: per layer 1 token %.1f%%, 4 tokens %.1f%% (before %.1f%% / %.1f%%); per launch 6 experts "
                     "batch 1 %.1f%%, batch 4 %.1f%% of the ceiling (goal >= 80%%)\n",
                     100.0 * layer_rate[0][0] / ceiling, 100.0 * layer_rate[0][1] / ceiling,
                     100.0 * layer_rate[1][0] / ceiling, 100.0 * layer_rate[1][1] / ceiling,
-                    100.0 * layer_rate[2][0] / ceiling, 100.0 * layer_rate[2][1] / ceiling,
-                    100.0 * rate(d, 1, 0) / ceiling, 100.0 * rate(d, 1, 1) / ceiling, 100.0 * rate(sym, 1, 0) / ceiling,
-                    100.0 * rate(sym, 1, 1) / ceiling);
+                    100.0 * rate(d, 1, 0) / ceiling, 100.0 * rate(d, 1, 1) / ceiling);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "moe_gemv_bench: %s\n", e.what());

@@ -1,7 +1,7 @@
 // Device test: kernels/moe_gemv.hip against its CPU twin (the format's reference decoder +
 // a double dot) at the V4-Flash expert shapes, batch 1–4, 6 experts per launch and one,
 // several grid sizes (one work item per warp, and many, which runs the prefetch path), plain
-// and dependent launch; the routed entry (moe_gemv_routed) for 1–4 tokens with experts shared
+// and dependent launch, items of 8 rows (the default) and 4; the routed entry (moe_gemv_routed) for 1–4 tokens with experts shared
 // between tokens, one and two matrices a launch, both input layouts of the forward, and
 // per-expert TQ2875R flags choosing the rotated input; and the kernel's window decoder (tq2875_dequantize) against
 // aff::quant::decode_block bit for bit, with the built-in codebook and a random one (fp16
@@ -49,6 +49,49 @@ aff::gpu::Buffer codebook_on_device(const aff::quant::Codebook& cb) {
     return to_device(std::vector<uint16_t>(cb.fp16_values().begin(), cb.fp16_values().end()));
 }
 
+std::string tuning_name(const aff::gpu::MoeGemvTuning& t) {
+    return " blocks " + std::to_string(t.target_blocks) + (t.dependent_launch ? " dep" : "") + " rows " +
+           std::to_string(t.item_rows);
+}
+
+// The routed tests' set-up: two random stacks of `experts` n × k experts (w1/w3 or one matrix),
+// `tokens` tokens choosing kTopK distinct experts each, so tokens share some (with tokens == 3
+// every token picks the same six: each expert serves all three), and per-expert TQ2875R flags
+// (about half the experts); host copies and device copies.
+constexpr int kTopK = 6;
+struct RoutedCase {
+    int pairs = 0;
+    size_t expert_bytes = 0;
+    std::vector<uint8_t> stacks[2];
+    aff::gpu::Buffer dstacks[2];
+    std::vector<int32_t> ids;
+    aff::gpu::Buffer dids;
+    std::vector<uint8_t> flags;
+    aff::gpu::Buffer dflags;
+};
+
+RoutedCase make_routed_case(int n, int k, int experts, int tokens) {
+    RoutedCase c;
+    c.pairs = tokens * kTopK;
+    c.expert_bytes = static_cast<size_t>(n) * (k / aff::quant::kBlockWeights) * aff::quant::kBlockBytes;
+    for (int m = 0; m < 2; ++m) {
+        c.stacks[m] = random_blocks(n * experts, k);
+        c.dstacks[m] = to_device(c.stacks[m]);
+    }
+    c.ids.resize(c.pairs);
+    std::vector<int> order(experts);
+    for (int t = 0; t < tokens; ++t) {
+        for (int e = 0; e < experts; ++e) order[e] = e;
+        if (tokens != 3) std::shuffle(order.begin(), order.end(), rng());
+        for (int s = 0; s < kTopK; ++s) c.ids[t * kTopK + s] = order[s];
+    }
+    c.dids = to_device(c.ids);
+    c.flags.resize(experts);
+    for (uint8_t& f : c.flags) f = static_cast<uint8_t>(rng()() & 1u);
+    c.dflags = to_device(c.flags);
+    return c;
+}
+
 }  // namespace
 
 AFF_DEVICE_TEST("moe_gemv") {
@@ -74,7 +117,9 @@ AFF_DEVICE_TEST("moe_gemv") {
             }
             const std::string shape = std::string(sh.name) + " " + std::to_string(sh.n) + "x" + std::to_string(sh.k) +
                                       " batch " + std::to_string(batch);
-            const aff::gpu::MoeGemvTuning tunings[] = {{528, true}, {528, false}, {7, true}};
+            // The default (8-row items), plain launch, a small grid (the prefetch path), and
+            // 4-row items with both grids.
+            const aff::gpu::MoeGemvTuning tunings[] = {{528, true}, {528, false}, {7, true}, {528, true, 4}, {7, false, 4}};
             for (const aff::gpu::MoeGemvTuning& t : tunings) {
                 for (const int count : {kExperts, 1}) {
                     std::vector<aff::gpu::Buffer> dy;
@@ -92,8 +137,7 @@ AFF_DEVICE_TEST("moe_gemv") {
                         got_all.insert(got_all.end(), got.begin(), got.end());
                         want_all.insert(want_all.end(), want[e].begin(), want[e].end());
                     }
-                    const std::string tuning = " experts " + std::to_string(count) + " blocks " +
-                                               std::to_string(t.target_blocks) + (t.dependent_launch ? " dep" : "");
+                    const std::string tuning = " experts " + std::to_string(count) + tuning_name(t);
                     add(rows, "moe_gemv", shape + tuning, nmse(got_all, want_all), aff::gpu::moe_gemv_max_nmse);
                 }
             }
@@ -104,32 +148,15 @@ AFF_DEVICE_TEST("moe_gemv") {
 AFF_DEVICE_TEST("moe_gemv routed") {
     const aff::quant::Codebook& cb = aff::quant::Codebook::builtin();
     aff::gpu::Buffer dcb = codebook_on_device(cb);
-    constexpr int kExperts = 10, kTopK = 6;
+    constexpr int kExperts = 10;
     struct Shape { int n, k; };
     for (const Shape sh : {Shape{256, 2048}, Shape{128, 1024}}) {
-        const size_t expert_bytes = static_cast<size_t>(sh.n) * (sh.k / 256) * aff::quant::kBlockBytes;
-        std::vector<uint8_t> stacks[2];
-        aff::gpu::Buffer dstacks[2];
-        for (int m = 0; m < 2; ++m) {
-            stacks[m] = random_blocks(sh.n * kExperts, sh.k);
-            dstacks[m] = to_device(stacks[m]);
-        }
         for (int tokens = 1; tokens <= aff::gpu::kMoeGemvMaxBatch; ++tokens) {
-            const int pairs = tokens * kTopK;
-            // Distinct experts per token out of 10, so tokens share some; with tokens == 3 every
-            // token picks the same six (each expert serves all three tokens).
-            std::vector<int32_t> ids(pairs);
-            std::vector<int> order(kExperts);
-            for (int t = 0; t < tokens; ++t) {
-                for (int e = 0; e < kExperts; ++e) order[e] = e;
-                if (tokens != 3) std::shuffle(order.begin(), order.end(), rng());
-                for (int s = 0; s < kTopK; ++s) ids[t * kTopK + s] = order[s];
-            }
-            aff::gpu::Buffer dids = to_device(ids);
-            // Per-expert TQ2875R flags (about half the experts): a flagged expert reads x_rotated.
-            std::vector<uint8_t> flags(kExperts);
-            for (uint8_t& f : flags) f = static_cast<uint8_t>(rng()() & 1u);
-            aff::gpu::Buffer dflags = to_device(flags);
+            const RoutedCase rc = make_routed_case(sh.n, sh.k, kExperts, tokens);
+            const int pairs = rc.pairs;
+            const std::vector<int32_t>& ids = rc.ids;
+            const std::vector<uint8_t>& flags = rc.flags;
+            const size_t expert_bytes = rc.expert_bytes;
             for (const int matrices : {2, 1, 0}) {  // 0: one matrix with rotated experts
                 for (const bool per_pair_input : {false, true}) {
                     // per_pair_input: every pair has its own input (w2 after the SwiGLU), else a
@@ -141,13 +168,13 @@ AFF_DEVICE_TEST("moe_gemv routed") {
                     std::vector<float> want[2];
                     aff::gpu::Buffer dy[2];
                     aff::gpu::MoeGemvRouted r;
-                    r.ids = dids.as<int32_t>();
+                    r.ids = rc.dids.as<int32_t>();
                     r.tokens = tokens;
                     r.top_k = kTopK;
                     r.matrices = rotated ? 1 : matrices;
                     r.x = dx.as<float>();
                     if (rotated) {
-                        r.rotated = dflags.as<uint8_t>();
+                        r.rotated = rc.dflags.as<uint8_t>();
                         r.x_rotated = dx_rot.as<float>();
                     }
                     r.x_token_stride = static_cast<long long>(per_pair_input ? kTopK : 1) * sh.k;
@@ -157,14 +184,16 @@ AFF_DEVICE_TEST("moe_gemv routed") {
                         for (int j = 0; j < pairs; ++j) {
                             const std::vector<float>& xin = rotated && flags[ids[j]] ? x_rot : x;
                             const float* xj = xin.data() + (per_pair_input ? static_cast<size_t>(j) : j / kTopK) * sh.k;
-                            aff::cpu::moe_gemv(stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1,
+                            aff::cpu::moe_gemv(rc.stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1,
                                                want[m].data() + static_cast<size_t>(j) * sh.n);
                         }
                         dy[m] = poisoned(want[m].size());
-                        r.stack[m] = dstacks[m].as<uint8_t>();
+                        r.stack[m] = rc.dstacks[m].as<uint8_t>();
                         r.y[m] = dy[m].as<float>();
                     }
-                    for (const aff::gpu::MoeGemvTuning t : {aff::gpu::MoeGemvTuning{528, true}, aff::gpu::MoeGemvTuning{5, false}}) {
+                    for (const aff::gpu::MoeGemvTuning t :
+                         {aff::gpu::MoeGemvTuning{528, true}, aff::gpu::MoeGemvTuning{5, false},
+                          aff::gpu::MoeGemvTuning{528, true, 4}, aff::gpu::MoeGemvTuning{5, true, 4}}) {
                         for (int m = 0; m < r.matrices; ++m) {
                             aff::gpu::Stream s;
                             s.fill(dy[m].data(), 0xff, want[m].size() * 4);  // NaN again before each launch
@@ -182,8 +211,7 @@ AFF_DEVICE_TEST("moe_gemv routed") {
                         add(rows, "moe_gemv",
                             "routed " + std::to_string(sh.n) + "x" + std::to_string(sh.k) + " tokens " +
                                 std::to_string(tokens) + (rotated ? " rotated experts" : " matrices " + std::to_string(matrices)) +
-                                (per_pair_input ? " per-pair input" : " per-token input") + " blocks " +
-                                std::to_string(t.target_blocks) + (t.dependent_launch ? " dep" : ""),
+                                (per_pair_input ? " per-pair input" : " per-token input") + tuning_name(t),
                             nmse(got_all, want_all), aff::gpu::moe_gemv_max_nmse);
                     }
                 }
@@ -336,28 +364,14 @@ AFF_DEVICE_TEST("moe_gemv structured") {
 
         // Routed: 10 experts, top 6, 1-4 tokens sharing experts; two matrices, one, and one
         // with per-expert TQ2875R flags; per-token and per-pair inputs.
-        constexpr int kRoutedExperts = 10, kTopK = 6;
+        constexpr int kRoutedExperts = 10;
         for (const Shape sh : {Shape{256, 2048}, Shape{128, 4096}}) {
-            const size_t expert_bytes = static_cast<size_t>(sh.n) * (sh.k / 256) * aff::quant::kBlockBytes;
-            std::vector<uint8_t> stacks[2];
-            aff::gpu::Buffer dstacks[2];
-            for (int m = 0; m < 2; ++m) {
-                stacks[m] = random_blocks(sh.n * kRoutedExperts, sh.k);
-                dstacks[m] = to_device(stacks[m]);
-            }
             for (int tokens = 1; tokens <= aff::gpu::kMoeGemvMaxBatch; ++tokens) {
-                const int pairs = tokens * kTopK;
-                std::vector<int32_t> ids(pairs);
-                std::vector<int> order(kRoutedExperts);
-                for (int t = 0; t < tokens; ++t) {
-                    for (int e = 0; e < kRoutedExperts; ++e) order[e] = e;
-                    if (tokens != 3) std::shuffle(order.begin(), order.end(), rng());
-                    for (int s = 0; s < kTopK; ++s) ids[t * kTopK + s] = order[s];
-                }
-                aff::gpu::Buffer dids = to_device(ids);
-                std::vector<uint8_t> flags(kRoutedExperts);
-                for (uint8_t& f : flags) f = static_cast<uint8_t>(rng()() & 1u);
-                aff::gpu::Buffer dflags = to_device(flags);
+                const RoutedCase rc = make_routed_case(sh.n, sh.k, kRoutedExperts, tokens);
+                const int pairs = rc.pairs;
+                const std::vector<int32_t>& ids = rc.ids;
+                const std::vector<uint8_t>& flags = rc.flags;
+                const size_t expert_bytes = rc.expert_bytes;
                 for (const int matrices : {2, 1, 0}) {
                     const bool per_pair_input = matrices != 2;
                     const bool rotated = matrices == 0;
@@ -367,13 +381,13 @@ AFF_DEVICE_TEST("moe_gemv structured") {
                     std::vector<double> want[2], bound[2];
                     aff::gpu::Buffer dy[2];
                     aff::gpu::MoeGemvRouted r;
-                    r.ids = dids.as<int32_t>();
+                    r.ids = rc.dids.as<int32_t>();
                     r.tokens = tokens;
                     r.top_k = kTopK;
                     r.matrices = rotated ? 1 : matrices;
                     r.x = dx.as<float>();
                     if (rotated) {
-                        r.rotated = dflags.as<uint8_t>();
+                        r.rotated = rc.dflags.as<uint8_t>();
                         r.x_rotated = dx_rot.as<float>();
                     }
                     r.x_token_stride = static_cast<long long>(per_pair_input ? kTopK : 1) * sh.k;
@@ -382,10 +396,10 @@ AFF_DEVICE_TEST("moe_gemv structured") {
                         for (int j = 0; j < pairs; ++j) {
                             const std::vector<float>& xin = rotated && flags[ids[j]] ? x_rot : x;
                             const float* xj = xin.data() + (per_pair_input ? static_cast<size_t>(j) : j / kTopK) * sh.k;
-                            sym_oracle(stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1, want[m], bound[m]);
+                            sym_oracle(rc.stacks[m].data() + ids[j] * expert_bytes, sh.n, sh.k, cb, xj, 1, want[m], bound[m]);
                         }
                         dy[m] = poisoned(want[m].size());
-                        r.stack[m] = dstacks[m].as<uint8_t>();
+                        r.stack[m] = rc.dstacks[m].as<uint8_t>();
                         r.y[m] = dy[m].as<float>();
                     }
                     aff::gpu::Stream s;
