@@ -172,6 +172,8 @@ __global__ void __launch_bounds__(kThreads) ring_store_kernel(float* ring, const
 
 int attention_splits(const AttentionArgs& a) { return a.scratch ? attn::decode_splits(a) : 1; }
 
+int attention_tile(const AttentionArgs& a) { return attn::decode_tile(a); }
+
 size_t attention_scratch_bytes(int n, int heads, int head_dim) { return attn::decode_scratch_bytes(n, heads, head_dim); }
 
 namespace {

@@ -46,12 +46,16 @@ struct AttentionArgs {
     // merges the ranges (several when the launch has few blocks); without it, one block per
     // (head pair, token), which suits long prefill chunks.
     float* scratch = nullptr;
-    // Graph replay (libaff/gpu/forward.cpp): when set, the chunk's start is read here (device
+    // Graph replay (libaff/gpu/forward_decode.cpp): when set, the chunk's start is read here (device
     // memory) when the kernel runs and `start` is ignored; the entries visible to a query then
     // follow from it ((start + n) / ratio, the compressor's count) and entry_count only bounds
     // them to shape the launch (the key ranges assume a full window and entry_count entries),
     // so one captured launch serves every position.
     const int32_t* start_at = nullptr;
+    // Decode kernel's keys a tile: 0 lets it choose (8 when the kind bounds a query's keys to a
+    // few tiles, else 32; attention_tile says which); 8 or 32 (NVIDIA) force one, for tests and
+    // benchmarks. attention_batch uses the first sequence's.
+    int decode_tile = 0;
 };
 
 // Throws unsupported for a head_dim other than 32/64/128/256/512 or n out of range.
@@ -74,6 +78,8 @@ size_t attention_scratch_bytes(int n, int heads, int head_dim);
 // The key ranges per query a launch uses (1 without scratch; with start_at an upper bound, the
 // kernel leaves the ranges past a query's last key empty); for tests and benchmarks.
 int attention_splits(const AttentionArgs& a);
+// The decode kernel's keys a tile for `a` (with scratch); for tests and benchmarks.
+int attention_tile(const AttentionArgs& a);
 
 // ring[(start + t) mod window] ← kv[t] for the chunk's last min(n, window) tokens. Launch after
 // attention() on the same stream (the queries read the ring as it was before the chunk).

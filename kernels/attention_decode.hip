@@ -2,7 +2,8 @@
 // and attention_batch()). Every query head of a token attends to the same latent rows, so a
 // block takes 16 heads of one token and one range of its keys, and reads each key row once for
 // all 16 (the per-head-pair kernel in attention.hip read every row 32 times at 64 heads).
-// Per tile of kTile keys, staged in shared memory with the block's 16 query rows:
+// Per tile of kTile keys (32, or 8 when a query has few keys: see decode_tile), staged in
+// shared memory with the block's 16 query rows:
 //   scores: a thread owns 4 heads × 4 keys over an interleaved slice of the channels (kDS
 //           threads a slice set, summed by shuffles), so each shared load feeds 4 FMAs;
 //   softmax: a warp per head, a lane per key: the tile's max, the rescale of the running sums,
@@ -25,10 +26,17 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kHeads = 2 * kWarps;  // per block: the softmax step gives each warp two heads
+// Keys a tile. 32: 98 KiB of shared memory at head_dim 512 (opt-in below), the most work per
+// shared load. 8 (49 KiB): a quarter of the work per block, so four times the blocks, for
+// queries with few keys, where a launch of 32-key tiles has few, heavy blocks (a sliding layer
+// at batch 1: 16 blocks of one tile each, 18.4 µs against 13.9 for the per-head-pair kernel;
+// tests/bench/RESULTS.md). AMD: the query rows and the tile must stay within 64 KiB of LDS,
+// so always 8.
+constexpr int kSmallTile = 8;
 #if defined(AFF_GPU_IS_CUDA)
-constexpr int kTile = 32;  // keys a tile: 98 KiB of shared memory at head_dim 512 (opt-in below)
+constexpr int kLargeTile = 32;
 #else
-constexpr int kTile = 8;   // AMD: the query rows and the tile stay within 64 KiB of LDS
+constexpr int kLargeTile = 8;
 #endif
 constexpr int kMaxSplits = 64;  // the merge's one warp takes two a lane
 constexpr int kTargetBlocks = 264;  // about two blocks per H200 SM
@@ -41,6 +49,7 @@ struct Batch {
     int count = 0;
     int max_n = 0;
     int groups = 0;  // head groups of kHeads
+    int tile = 0;    // keys a tile (kSmallTile or kLargeTile), the same for every sequence
 };
 
 __device__ inline float warp_max(float v) {
@@ -73,9 +82,11 @@ __device__ inline float4 madd(float4 acc, float p, float4 k) {
 // Keys per range of a query with `keys` keys cut into `splits` (whole tiles), and the ranges
 // that hold any: the merge reads only those, so a launch shaped for more keys than a query has
 // (start_at) costs only the blocks that exit at once.
-__device__ inline int range_keys(int keys, int splits) { return ((keys + splits - 1) / splits + kTile - 1) / kTile * kTile; }
-__device__ inline int used_ranges(int keys, int splits) {
-    const int per = range_keys(keys, splits);
+__device__ inline int range_keys(int keys, int splits, int tile) {
+    return ((keys + splits - 1) / splits + tile - 1) / tile * tile;
+}
+__device__ inline int used_ranges(int keys, int splits, int tile) {
+    const int per = range_keys(keys, splits, tile);
     return (keys + per - 1) / per;
 }
 
@@ -101,11 +112,11 @@ __device__ inline const float* row_of(const Rows& r, int j, int dim) {
     return r.entries + static_cast<size_t>(r.selected ? r.selected[e] : e) * dim;
 }
 
-__host__ __device__ constexpr int shared_floats(int dim) { return kHeads * dim + kTile * dim + kHeads * kTile + 3 * kHeads; }
+__host__ __device__ constexpr int shared_floats(int dim, int tile) { return kHeads * dim + tile * dim + kHeads * tile + 3 * kHeads; }
 
 // Block (split · groups + group, sequence · max_n + token). Two blocks an SM (128 registers,
 // no spills at head_dim 512; 182 without the bound, which left one).
-template <int kV>
+template <int kV, int kTile>
 __global__ void __launch_bounds__(kThreads, 2) mqa_kernel(Batch b) {
     constexpr int kDim = kV * kWarp;
     constexpr int kC4 = kDim / 4;                  // float4 columns of a row
@@ -146,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2) mqa_kernel(Batch b) {
         float* dst = ring + static_cast<size_t>((start + t) % a.window) * kDim;
         for (int d = tid; d < kDim; d += kThreads) dst[d] = a.kv[static_cast<size_t>(t) * kDim + d];
     }
-    const int per_split = range_keys(qk.keys, splits);
+    const int per_split = range_keys(qk.keys, splits, kTile);
     const int begin = split * per_split;
     const int end = begin + per_split < qk.keys ? begin + per_split : qk.keys;
     if (begin >= end) return;  // past the query's last key: the merge does not read this range
@@ -341,7 +352,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Batch b) {
     const int tid = static_cast<int>(dev::thread_x());
     const int dim = a.head_dim;
     const long long start = chunk_start(a);
-    const int used = used_ranges(query_keys(a, start, t).keys, splits);
+    const int used = used_ranges(query_keys(a, start, t).keys, splits, b.tile);
     const float* part = a.scratch + (static_cast<size_t>(t) * a.heads + h) * splits * (dim + 2);
     if (tid < kWarp) {  // one warp: the ranges' maxima and denominators, two a lane
         const float sink = a.sink[h];
@@ -374,23 +385,46 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Batch b) {
     }
 }
 
-template <int kV>
-void launch(const Batch& b, int max_splits, hipStream_t s) {
-    const size_t bytes = sizeof(float) * static_cast<size_t>(shared_floats(kV * kWarp));
+template <int kV, int kTile>
+void launch_tile(const Batch& b, int max_splits, hipStream_t s) {
+    const size_t bytes = sizeof(float) * static_cast<size_t>(shared_floats(kV * kWarp, kTile));
 #if defined(AFF_GPU_IS_CUDA)
     // Over the default 48 KiB: opt in (per launch: cheap, and it holds on any device).
-    AFF_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mqa_kernel<kV>),
+    AFF_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&mqa_kernel<kV, kTile>),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 #endif
     const dim3 grid(static_cast<unsigned>(max_splits * b.groups), static_cast<unsigned>(b.count * b.max_n));
-    mqa_kernel<kV><<<grid, dim3(kThreads), bytes, s>>>(b);
+    mqa_kernel<kV, kTile><<<grid, dim3(kThreads), bytes, s>>>(b);
     AFF_GPU_CHECK(hipGetLastError());
+}
+
+template <int kV>
+void launch(const Batch& b, int max_splits, hipStream_t s) {
+    if (b.tile == kSmallTile) launch_tile<kV, kSmallTile>(b, max_splits, s);
+    else launch_tile<kV, kLargeTile>(b, max_splits, s);
 }
 
 }  // namespace
 
+int decode_tile(const AttentionArgs& a) {
+    if (a.decode_tile == kSmallTile) return kSmallTile;
+    if (a.decode_tile == kLargeTile) return kLargeTile;
+    if (a.decode_tile != 0) throw_argument("attention", "decode_tile must be 0 or a tile the target has (8; 32 on NVIDIA)");
+    // Small tiles when a query's keys, as the kind bounds them (the window and a CSA selection;
+    // HCA's entries are unbounded), fit in one small tile per range at the batch-1 split count.
+    // It depends only on what the sequences of a batch share, so a sequence in a batch gets the
+    // tile (and the ranges) it gets alone.
+    if (a.entries && !a.selected) return kLargeTile;
+    const int groups = (a.heads + kHeads - 1) / kHeads;
+    const int per_query = (kTargetBlocks + groups - 1) / groups;
+    const int ranges = per_query < kMaxSplits ? per_query : kMaxSplits;
+    const long long bound = static_cast<long long>(a.window) + (a.selected ? a.selected_stride : 0);
+    return bound <= static_cast<long long>(kSmallTile) * ranges ? kSmallTile : kLargeTile;
+}
+
 int decode_splits(const AttentionArgs& a) {
     if (a.n <= 0 || a.heads <= 0) return 1;
+    const int tile = decode_tile(a);
     const long long blocks = static_cast<long long>((a.heads + kHeads - 1) / kHeads) * a.n;
     if (blocks >= kTargetBlocks) return 1;
     int splits = static_cast<int>((kTargetBlocks + blocks - 1) / blocks);
@@ -400,7 +434,7 @@ int decode_splits(const AttentionArgs& a) {
     const long long last = a.start_at ? (1ll << 40) : a.start + a.n - 1;
     long long keys = last + 1 < a.window ? last + 1 : a.window;
     if (a.entries) keys += a.selected ? a.selected_stride : visible(a.entry_count, last, a.ratio);
-    const long long by_keys = (keys + kTile - 1) / kTile;
+    const long long by_keys = (keys + tile - 1) / tile;
     if (by_keys < splits) splits = static_cast<int>(by_keys);
     if (splits < 1) splits = 1;
     return splits < kMaxSplits ? splits : kMaxSplits;
@@ -410,6 +444,7 @@ void decode_launch(const AttentionArgs* seqs, int count, float* const* rings, vo
     Batch b;
     b.count = count;
     b.groups = (seqs[0].heads + kHeads - 1) / kHeads;
+    b.tile = decode_tile(seqs[0]);
     int max_splits = 1;
     for (int i = 0; i < count; ++i) {
         b.seq[i] = seqs[i];

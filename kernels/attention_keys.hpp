@@ -55,9 +55,10 @@ __device__ inline const float* key_row(const AttentionArgs& a, long long start, 
     return a.entries + static_cast<size_t>(idx) * dim;
 }
 
-// The decode path (attention_decode.hip): the key ranges a query of `a` is cut into, the
+// The decode path (attention_decode.hip): the keys a tile, the key ranges a query of `a` is cut into, the
 // launch of several sequences' queries at once (rings: null, or where each stores its token),
 // and the scratch that path needs.
+int decode_tile(const AttentionArgs& a);
 int decode_splits(const AttentionArgs& a);
 void decode_launch(const AttentionArgs* seqs, int count, float* const* rings, void* stream);
 size_t decode_scratch_bytes(int n, int heads, int head_dim);

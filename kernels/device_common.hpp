@@ -55,6 +55,13 @@ __device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 // Programmatic dependent launch (NVIDIA sm_90+): launch_dependents lets the next kernel in
 // the stream start; wait_prerequisites blocks until the previous kernel has finished and its
 // writes are visible. Both are no-ops for a plain launch and on other targets.
+// The rule for a kernel launched with the programmatic-serialization attribute: every thread
+// path passes wait_prerequisites before it reads anything an earlier kernel writes, before any
+// global write, and before it exits (a grid that may finish before its predecessor would let
+// the kernel after it, waiting only on this one, read unfinished data). Before the wait it may
+// read only what no recent kernel writes (weights, scales, codebooks) and write shared memory.
+// Audited 2026-11-29 (fp8_gemv, bf16_gemv, moe_gemv, moe_gemv_sym: they comply; the only
+// kernels launched so; tests/bench/RESULTS.md).
 __device__ inline void launch_dependents() {
 #if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -9,6 +9,9 @@
 // shuffles for 32 values instead of 160), then across the group's warps in shared memory.
 // With a dependent launch (NVIDIA sm_90 only; checked on H200) the kernel issues its first
 // weight loads before waiting for the previous kernel in the stream, hiding the launch gap.
+// A launch may cover several matrices of the same k over the same input (fp8_gemv_multi): the
+// blocks are dealt out to the parts in order, and a block computes its part's rows exactly as
+// a launch of that part alone would (the row groups and chunk split depend on k only).
 // Instantiations: batch 1..4 × kRows {8, 4} with the best FP8 decoder of the target, plus
 // batch 1..4 × kRows 8 with the portable decoder on NVIDIA (tested there for AMD's sake).
 #include "kernels/fp8_gemv.hpp"
@@ -50,10 +53,27 @@ __device__ inline void decode4(uint32_t u, float (&f)[4]) {
     }
 }
 
+// The matrices of a launch (one for fp8_gemv_layout) and the first block of each.
+struct Parts {
+    const uint8_t* w[kFp8GemvMaxParts];
+    const uint8_t* scales[kFp8GemvMaxParts];
+    float* y[kFp8GemvMaxParts];
+    int n[kFp8GemvMaxParts];
+    int ldy[kFp8GemvMaxParts];
+    int first_block[kFp8GemvMaxParts];
+    int count;
+};
+
+// Part i's entry, by value: constant indices keep the struct in parameter space.
+template <class T>
+__device__ inline T pick(const T (&v)[kFp8GemvMaxParts], int i) {
+    static_assert(kFp8GemvMaxParts == 3, "pick() lists the entries");
+    return i == 0 ? v[0] : i == 1 ? v[1] : v[2];
+}
+
 template <int B, int kRows, bool kHw>
 __global__ void __launch_bounds__(kThreads, 2)
-    fp8_gemv_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scales, int n, int k,
-                    const float* __restrict__ x, float* __restrict__ y, int tpr_log2, Fp8GemvLayout layout) {
+    fp8_gemv_kernel(Parts parts, int k, const float* __restrict__ x, int tpr_log2, Fp8GemvLayout layout) {
     constexpr int V = pow2_at_least(B * kRows);
     __shared__ float red[kThreads / kWarp][V];
     dev::launch_dependents();  // the next kernel may start its own weight loads
@@ -61,7 +81,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int tid = static_cast<int>(dev::thread_x());
     const int group = tid >> tpr_log2;
     const int gt = tid & (tpr - 1);
-    const int row0 = (static_cast<int>(dev::block_x()) * (kThreads >> tpr_log2) + group) * kRows;
+    const int block = static_cast<int>(dev::block_x());
+    const int part = parts.count > 2 && block >= parts.first_block[2] ? 2
+                     : parts.count > 1 && block >= parts.first_block[1] ? 1
+                                                                         : 0;
+    const uint8_t* __restrict__ w = pick(parts.w, part);
+    const uint8_t* __restrict__ scales = pick(parts.scales, part);
+    float* __restrict__ y = pick(parts.y, part);
+    const int n = pick(parts.n, part);
+    const int ldy = pick(parts.ldy, part);
+    const int row0 = ((block - pick(parts.first_block, part)) * (kThreads >> tpr_log2) + group) * kRows;
     const int chunks = k / 16;
     float acc[V];
 #pragma unroll
@@ -115,18 +144,23 @@ __global__ void __launch_bounds__(kThreads, 2)
         float sum = 0.0f;
         for (int i = 0; i < warps_per_group; ++i) sum += red[group * warps_per_group + i][gt];
         const int b = gt / kRows, r = gt % kRows;
-        y[static_cast<size_t>(b) * layout.ldy + row0 + r] = sum;
+        y[static_cast<size_t>(b) * ldy + row0 + r] = sum;
     }
 }
 
 template <int kRows, bool kHw>
-void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
-                     const Fp8GemvLayout& layout, bool dependent, hipStream_t stream) {
+void launch_fp8_gemv(Parts parts, int k, const float* x, int batch, const Fp8GemvLayout& layout, bool dependent,
+                     hipStream_t stream) {
     const int chunks = k / 16;
     int tpr = kWarp;
     while (tpr * 2 <= chunks && tpr < kThreads) tpr *= 2;
     const int rows_per_block = (kThreads / tpr) * kRows;
-    const dim3 grid((n + rows_per_block - 1) / rows_per_block);
+    int blocks = 0;
+    for (int i = 0; i < parts.count; ++i) {
+        parts.first_block[i] = blocks;
+        blocks += (parts.n[i] + rows_per_block - 1) / rows_per_block;
+    }
+    const dim3 grid(static_cast<unsigned>(blocks));
     const int tpr_log2 = log2_of(tpr);
     auto go = [&](auto kernel) {
 #if defined(AFF_GPU_IS_CUDA)
@@ -140,11 +174,11 @@ void launch_fp8_gemv(const uint8_t* w, const uint8_t* scales, int n, int k, cons
             attribute.val.programmaticStreamSerializationAllowed = 1;
             config.attrs = &attribute;
             config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, w, scales, n, k, x, y, tpr_log2, layout));
+            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, parts, k, x, tpr_log2, layout));
             return;
         }
 #endif
-        kernel<<<grid, dim3(kThreads), 0, stream>>>(w, scales, n, k, x, y, tpr_log2, layout);
+        kernel<<<grid, dim3(kThreads), 0, stream>>>(parts, k, x, tpr_log2, layout);
         AFF_GPU_CHECK(hipGetLastError());
     };
     switch (batch) {
@@ -161,35 +195,79 @@ constexpr bool kHardwareDecode = true;
 constexpr bool kHardwareDecode = false;
 #endif
 
+void check_common(int k, int batch, const Fp8GemvTuning& t) {
+    if (k <= 0 || k % 128 != 0) throw_argument("fp8_gemv", "k must be a positive multiple of 128");
+    if (t.rows_per_group != 4 && t.rows_per_group != 8) throw_argument("fp8_gemv", "rows_per_group must be 4 or 8");
+    if (batch < 1 || batch > kFp8GemvMaxBatch) throw_argument("fp8_gemv", "batch must be 1..4");
+    if (t.portable_decode && t.rows_per_group != 8)
+        throw_argument("fp8_gemv", "the portable decoder is built for 8 rows per group");
+}
+
+void check_part(int n, int ldy, const Fp8GemvTuning& t) {
+    if (n <= 0 || n % t.rows_per_group != 0) throw_argument("fp8_gemv", "n must be a positive multiple of rows_per_group");
+    if (ldy < n) throw_argument("fp8_gemv", "ldy must be at least n");
+}
+
+void dispatch(const Parts& parts, int k, const float* x, int batch, const Fp8GemvLayout& layout, const Fp8GemvTuning& t,
+              void* stream) {
+    const auto s = static_cast<hipStream_t>(stream);
+    if (t.portable_decode) {
+#if defined(AFF_GPU_IS_CUDA)
+        launch_fp8_gemv<8, false>(parts, k, x, batch, layout, t.dependent_launch, s);
+#else
+        launch_fp8_gemv<8, kHardwareDecode>(parts, k, x, batch, layout, t.dependent_launch, s);
+#endif
+    } else if (t.rows_per_group == 8) {
+        launch_fp8_gemv<8, kHardwareDecode>(parts, k, x, batch, layout, t.dependent_launch, s);
+    } else {
+        launch_fp8_gemv<4, kHardwareDecode>(parts, k, x, batch, layout, t.dependent_launch, s);
+    }
+}
+
 }  // namespace
 
 void fp8_gemv_layout(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
                      const Fp8GemvLayout& given, const Fp8GemvTuning& t, void* stream) {
-    if (k <= 0 || k % 128 != 0) throw_argument("fp8_gemv", "k must be a positive multiple of 128");
-    if (t.rows_per_group != 4 && t.rows_per_group != 8) throw_argument("fp8_gemv", "rows_per_group must be 4 or 8");
-    if (n <= 0 || n % t.rows_per_group != 0) throw_argument("fp8_gemv", "n must be a positive multiple of rows_per_group");
-    if (batch < 1 || batch > kFp8GemvMaxBatch) throw_argument("fp8_gemv", "batch must be 1..4");
+    check_common(k, batch, t);
     Fp8GemvLayout layout = given;
     if (layout.ldx == 0) layout.ldx = k;
     if (layout.ldy == 0) layout.ldy = n;
     if (layout.group_rows == 0) layout.group_rows = n;
+    check_part(n, layout.ldy, t);
     if (layout.ldx < k || layout.ldx % 4 != 0) throw_argument("fp8_gemv", "ldx must be a multiple of 4 and at least k");
-    if (layout.ldy < n) throw_argument("fp8_gemv", "ldy must be at least n");
     if (layout.group_rows % t.rows_per_group != 0 || layout.x_group_stride % 4 != 0)
         throw_argument("fp8_gemv", "group_rows must be a multiple of rows_per_group, x_group_stride of 4");
-    const auto s = static_cast<hipStream_t>(stream);
-    if (t.portable_decode) {
-        if (t.rows_per_group != 8) throw_argument("fp8_gemv", "the portable decoder is built for 8 rows per group");
-#if defined(AFF_GPU_IS_CUDA)
-        launch_fp8_gemv<8, false>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
-#else
-        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
-#endif
-    } else if (t.rows_per_group == 8) {
-        launch_fp8_gemv<8, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
-    } else {
-        launch_fp8_gemv<4, kHardwareDecode>(w, scales, n, k, x, batch, y, layout, t.dependent_launch, s);
+    Parts parts{};
+    parts.w[0] = w;
+    parts.scales[0] = scales;
+    parts.y[0] = y;
+    parts.n[0] = n;
+    parts.ldy[0] = layout.ldy;
+    parts.count = 1;
+    dispatch(parts, k, x, batch, layout, t, stream);
+}
+
+void fp8_gemv_multi(const Fp8GemvPart* given, int count, int k, const float* x, int ldx, int batch,
+                    const Fp8GemvTuning& t, void* stream) {
+    check_common(k, batch, t);
+    if (count < 1 || count > kFp8GemvMaxParts) throw_argument("fp8_gemv_multi", "1 to 3 matrices a launch");
+    if (ldx == 0) ldx = k;
+    if (ldx < k || ldx % 4 != 0) throw_argument("fp8_gemv", "ldx must be a multiple of 4 and at least k");
+    Parts parts{};
+    Fp8GemvLayout layout;
+    layout.ldx = ldx;
+    for (int i = 0; i < count; ++i) {
+        const int ldy = given[i].ldy ? given[i].ldy : given[i].n;
+        check_part(given[i].n, ldy, t);
+        parts.w[i] = given[i].w;
+        parts.scales[i] = given[i].scales;
+        parts.y[i] = given[i].y;
+        parts.n[i] = given[i].n;
+        parts.ldy[i] = ldy;
+        layout.group_rows = layout.group_rows > given[i].n ? layout.group_rows : given[i].n;  // one group a part
     }
+    parts.count = count;
+    dispatch(parts, k, x, batch, layout, t, stream);
 }
 
 void fp8_gemv_tuned(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,

@@ -50,6 +50,21 @@ struct Fp8GemvLayout {
 void fp8_gemv_layout(const uint8_t* w, const uint8_t* scales, int n, int k, const float* x, int batch, float* y,
                      const Fp8GemvLayout& layout, const Fp8GemvTuning& tuning, void* stream);
 
+// Several matrices of the same k over the same input in one launch (the forward's wq_a and
+// wkv, the shared expert's w1 and w3): each part's y is exactly, bit for bit, what fp8_gemv of
+// that part alone writes (w, scales, n as there; ldy 0: n), one launch instead of `count`.
+// x as fp8_gemv_layout's (ldx 0: k). Throws as fp8_gemv does, or for count outside 1..3.
+inline constexpr int kFp8GemvMaxParts = 3;
+struct Fp8GemvPart {
+    const uint8_t* w = nullptr;
+    const uint8_t* scales = nullptr;
+    int n = 0;
+    float* y = nullptr;
+    int ldy = 0;
+};
+void fp8_gemv_multi(const Fp8GemvPart* parts, int count, int k, const float* x, int ldx, int batch,
+                    const Fp8GemvTuning& tuning, void* stream);
+
 // Same products, fp32 partial sums in another order (the CPU twin sums in double).
 inline constexpr double fp8_gemv_max_nmse = 1e-9;
 

@@ -56,16 +56,13 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
     const float eps = static_cast<float>(c.rms_norm_eps);
     const std::vector<float>& inv = c.attention[l] == AttentionKind::sliding ? inv_freq_main : inv_freq_compress;
     // Query path: low-rank q, q_norm, per-head unweighted norm, RoPE.
+    // wq_a and wkv (the latent that is both key and value) read the same input: one launch.
     mark("attention q/kv projections");
-    apply(r.wq_a, a, D, n, cq, Rq);
+    apply_pair(r.wq_a, cq, Rq, r.wkv, kv, Dh, a, D, n);
     rms_norm(cq, at<float>(r.q_norm), cq, n, Rq, eps, s);
     apply(r.wq_b, cq, Rq, n, q, H * Dh);
-    rms_norm(q, nullptr, q, n * H, Dh, eps, s);
-    rope_with_inv_freq(q, positions, n, H, Dh, inv, false, s);
-    // The latent that is both key and value.
-    apply(r.wkv, a, D, n, kv, Dh);
-    rms_norm(kv, at<float>(r.kv_norm), kv, n, Dh, eps, s);
-    rope_with_inv_freq(kv, positions, n, 1, Dh, inv, false, s);
+    rms_norm_rope_with_inv_freq(q, nullptr, q, n, H, Dh, eps, positions, inv, s);
+    rms_norm_rope_with_inv_freq(kv, at<float>(r.kv_norm), kv, n, 1, Dh, eps, positions, inv, s);
 
     mark("compressors and indexer");
     // Both compressors of the layer for every sequence: one launch pair per 8 steps.

@@ -278,6 +278,10 @@ struct GpuModel::Impl {
     // y rows (ldy apart) = W[row0 .. row0+rows) · x rows (ldx apart), batch rows.
     void apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0 = 0,
                int rows = -1);
+    // apply(l0, ...y0) and apply(l1, ...y1) over the same x: one fp8_gemv_multi launch a 4 rows
+    // of x when both are FP8 GEMV calls of the same width (same results), else the two applies.
+    void apply_pair(const Linear& l0, float* y0, int ldy0, const Linear& l1, float* y1, int ldy1, const float* xin,
+                    int ldx, int batch);
 
     // y rows = W x rows for a dense BF16/F32 matrix: bf16_gemv (4 rows of x a launch) where it
     // takes the call, else dense_gemv.

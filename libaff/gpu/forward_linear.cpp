@@ -1,7 +1,7 @@
 // One linear map of the GPU forward (GpuModel::Impl::apply): FP8 projections through fp8_gemv
 // (or fp8_gemm for prefill calls), BF16 ones through bf16_gemv (or bf16_gemm for prefill
 // calls), F32 ones and shapes bf16_gemv refuses through dense_gemv; and the head's dense
-// rows (dense_rows).
+// rows (dense_rows); two FP8 maps over the same input in one launch (apply_pair).
 #include "aff/gpu/forward_impl.hpp"
 #include "kernels/bf16_gemv.hpp"
 #include "kernels/fp8_gemm.hpp"
@@ -52,6 +52,24 @@ void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch
     for (int b = 0; b < batch; b += kFp8GemvMaxBatch)
         fp8_gemv_layout(w, sc, rows, l.cols, xin + std::size_t(b) * ldx, std::min(kFp8GemvMaxBatch, batch - b),
                         yout + std::size_t(b) * ldy, layout, kFp8GemvDefault, s);
+}
+
+void GpuModel::Impl::apply_pair(const Linear& l0, float* y0, int ldy0, const Linear& l1, float* y1, int ldy1,
+                                const float* xin, int ldx, int batch) {
+    const int rows_per_group = kFp8GemvDefault.rows_per_group;
+    if (!l0.fp8 || !l1.fp8 || l0.cols != l1.cols || use_gemm(batch) || l0.rows % rows_per_group != 0 ||
+        l1.rows % rows_per_group != 0) {
+        apply(l0, xin, ldx, batch, y0, ldy0);
+        apply(l1, xin, ldx, batch, y1, ldy1);
+        return;
+    }
+    for (int b = 0; b < batch; b += kFp8GemvMaxBatch) {
+        const Fp8GemvPart parts[2] = {
+            {at<std::uint8_t>(l0.w_offset), at<std::uint8_t>(l0.scale_offset), l0.rows, y0 + std::size_t(b) * ldy0, ldy0},
+            {at<std::uint8_t>(l1.w_offset), at<std::uint8_t>(l1.scale_offset), l1.rows, y1 + std::size_t(b) * ldy1, ldy1}};
+        fp8_gemv_multi(parts, 2, l0.cols, xin + std::size_t(b) * ldx, ldx, std::min(kFp8GemvMaxBatch, batch - b),
+                       kFp8GemvDefault, stream.handle());
+    }
 }
 
 }  // namespace aff::gpu

@@ -90,8 +90,7 @@ void GpuModel::Impl::moe(const LayerRefs& r, int n) {
     float* shared_out = nullptr;
     mark("shared expert");
     if (r.has_shared) {
-        apply(r.shared_w1, a, D, n, s1, I);
-        apply(r.shared_w3, a, D, n, s3, I);
+        apply_pair(r.shared_w1, s1, I, r.shared_w3, s3, I, a, D, n);  // one launch for both
         swiglu(s1, s3, (long long)n * I, limit, s1, s);
         apply(r.shared_w2, s1, I, n, shared, D);
         shared_out = shared;

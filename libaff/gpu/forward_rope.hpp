@@ -13,4 +13,9 @@ namespace aff::gpu {
 void rope_with_inv_freq(float* x, const std::int32_t* positions, int tokens, int vecs, int dim,
                         const std::vector<float>& inv_freq, bool inverse, void* stream);
 
+// kernels/rms_norm.hpp's rms_norm_rope (the norm, then the forward rotation, one launch) with
+// the same θ table: bit for bit rms_norm followed by rope_with_inv_freq.
+void rms_norm_rope_with_inv_freq(const float* x, const float* w, float* y, int tokens, int vecs, int dim, float eps,
+                                 const std::int32_t* positions, const std::vector<float>& inv_freq, void* stream);
+
 }  // namespace aff::gpu

@@ -9,7 +9,9 @@
 // last three lines are the CSA batch-1 figure, its bound and the ratio (tests/bench/RESULTS.md).
 // Launches pass decode scratch, so they take the decode kernel (kernels/attention_decode.hip).
 // Rows "4x1": 4 sequences of one token, each its own ring and entries, in one attention_batch
-// launch that also stores their rings (the forward's batch-4 decode step).
+// launch that also stores their rings (the forward's batch-4 decode step). Each case runs with
+// the tile the decode kernel picks (column "tile") and again with the other tile forced
+// ("other": its µs), so one run shows what the choice buys.
 #include "aff/gpu/check.hpp"
 #include "aff/gpu/device.hpp"
 #include "kernels/attention.hpp"
@@ -75,7 +77,8 @@ int main() {
                               {"hca 1M", 1, 8192, 0, 128},        {"hca 1M", 4, 8192, 0, 128},
                               {"sliding", 1, 0, 0, 0, 4},         {"csa 64K", 1, 16384, 512, 4, 4},
                               {"hca 1M", 1, 8192, 0, 128, 4}};
-        std::printf("%-10s %5s %8s %10s %10s %8s %8s\n", "layer", "batch", "keys", "MB/step", "graph us", "TB/s", "ceiling");
+        std::printf("%-10s %5s %8s %10s %5s %10s %8s %8s %12s\n", "layer", "batch", "keys", "MB/step", "tile", "graph us",
+                    "TB/s", "ceiling", "other (us)");
         double csa1_rate = 0.0;
         for (const Case& c : cases) {
             const int n = c.batch;
@@ -104,8 +107,9 @@ int main() {
             Buffer scratch(attention_scratch_bytes(S * n, kHeads, kDim));
             Stream s;
             // Several sequences: one attention_batch with their rings stored (as the forward's
-            // decode step); one sequence: attention() as before.
-            Result r = measure(copies / S, s, [&](int i, const Stream& st) {
+            // decode step); one sequence: attention() as before. tile: 0 = the kernel's choice.
+            int chosen = 0;
+            auto run = [&](int tile) { return measure(copies / S, s, [&](int i, const Stream& st) {
                 AttentionArgs list[kAttentionMaxBatch];
                 float* ring_ptrs[kAttentionMaxBatch];
                 for (int k = 0; k < S; ++k) {
@@ -133,10 +137,14 @@ int main() {
                         a.selected_stride = c.selected;
                     }
                     a.scratch = scratch.as<float>() + static_cast<size_t>(k) * attention_scratch_bytes(n, kHeads, kDim) / 4;
+                    a.decode_tile = tile;
                 }
+                if (tile == 0) chosen = attention_tile(list[0]);
                 if (S == 1) attention(list[0], st.handle());
                 else attention_batch(list, S, ring_ptrs, st.handle());
-            });
+            }); };
+            const Result r = run(0);
+            const Result other = run(chosen == 8 ? 32 : 8);
             // Rows each step must read once: the window (ring and this step's latents) and the
             // entries of the union of the tokens' selections (at most n × selected); each
             // sequence its own.
@@ -147,8 +155,8 @@ int main() {
             char label[32];
             std::snprintf(label, sizeof label, S > 1 ? "%dx%d" : "%d", S, n);
             if (S == 1) std::snprintf(label, sizeof label, "%d", n);
-            std::printf("%-10s %5s %8.0f %10.2f %10.2f %8.3f %7.1f%%\n", c.name, label, key_rows, bytes / 1e6,
-                        r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling);
+            std::printf("%-10s %5s %8.0f %10.2f %5d %10.2f %8.3f %7.1f%% %12.2f\n", c.name, label, key_rows, bytes / 1e6,
+                        chosen, r.graph_s * 1e6, rate / 1e12, 100.0 * rate / ceiling, other.graph_s * 1e6);
             if (c.selected && n == 1 && S == 1) csa1_rate = rate;
         }
         std::printf("figure: CSA decode attention, batch 1: %.3f TB/s effective\n", csa1_rate / 1e12);

@@ -4,11 +4,14 @@
 // window 128, CSA top-512, HCA ratio 128), for the sliding, CSA (explicit selection) and HCA
 // (every visible entry) kinds, decode (1 and 4 tokens) and prefill chunks from position 0 and
 // from the middle of a sequence; each case with and without decode scratch (the decode kernel:
-// all heads of a token against each key tile, keys split into ranges merged by a second kernel).
+// all heads of a token against each key tile, keys split into ranges merged by a second kernel),
+// and at V4-Flash geometry the decode kernel once more with each tile size forced (8 and 32
+// keys a tile; the default picks 8 for sliding and small CSA bounds, 32 otherwise).
 // attention_batch: 4 sequences at different positions in one launch (start on the host or read
 // on the device), each equal bit for bit to the sequence alone, rings stored in the launch.
 #include "device_test.hpp"
 
+#include "aff/core/error.hpp"
 #include "aff/core/thread_pool.hpp"
 #include "aff/gpu/kernel_cases.hpp"
 #include "aff/model/attention_ops.hpp"
@@ -28,7 +31,10 @@ struct Geometry {
 
 using Kind = aff::AttentionKind;
 
-void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& g, Kind kind, std::int64_t start, int n) {
+// tile: 0 lets the decode kernel choose its tile; 8 or 32 forces it (then only the decode
+// kernel's rows are added).
+void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& g, Kind kind, std::int64_t start, int n,
+              int tile = 0) {
     const int H = g.heads, Dh = g.head_dim, W = g.window;
     const int ratio = kind == Kind::csa ? g.csa_ratio : g.hca_ratio;
     const aff::gpu::AttentionInputs in =
@@ -48,7 +54,9 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     // Split path first (decode: the keys cut into ranges, merged by the combine kernel).
     aff::gpu::Buffer scratch = poisoned(aff::gpu::attention_scratch_bytes(n, H, Dh) / sizeof(float));
     a.scratch = scratch.as<float>();
+    a.decode_tile = tile;
     const int splits = aff::gpu::attention_splits(a);
+    const int used_tile = aff::gpu::attention_tile(a);
     aff::gpu::attention(a, s.handle());
     s.synchronize();
     const std::vector<float> got_split = to_host<float>(dout, want.size());
@@ -64,10 +72,14 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     const char* kinds[] = {"sliding", "csa", "hca"};
     const std::string what = std::string(g.name) + " " + kinds[static_cast<int>(kind)] + " start " +
                              std::to_string(start) + " n " + std::to_string(n) + " (" + std::to_string(count) + " entries)";
-    add(rows, "attention", what + " nmse", nmse(got, want), aff::gpu::attention_max_nmse);
-    add(rows, "attention", what + " max rel", max_rel(got, want), 1e-5);
-    add(rows, "attention", what + " ring", nmse(got_ring, want_ring), 0.0);
-    const std::string split_what = what + " " + std::to_string(splits) + " splits";
+    if (tile == 0) {
+        add(rows, "attention", what + " nmse", nmse(got, want), aff::gpu::attention_max_nmse);
+        add(rows, "attention", what + " max rel", max_rel(got, want), 1e-5);
+        add(rows, "attention", what + " ring", nmse(got_ring, want_ring), 0.0);
+    }
+    const std::string split_what = what + " " + std::to_string(splits) + " splits of " + std::to_string(used_tile) +
+                                   "-key tiles" + (tile ? " (forced)" : "");
+    if (tile) add(rows, "attention", split_what + " tile as forced", used_tile == tile ? 0.0 : 1.0, 0.0);
     add(rows, "attention", split_what + " nmse", nmse(got_split, want), aff::gpu::attention_max_nmse);
     add(rows, "attention", split_what + " max rel", max_rel(got_split, want), 1e-5);
     // Decode at V4-Flash geometry must take the split path (else it went untested).
@@ -168,4 +180,20 @@ AFF_DEVICE_TEST("attention") {
     for (const Geometry& g : {tiny_c, odd, flash})
         for (Kind kind : {Kind::sliding, Kind::csa, Kind::hca})
             for (bool device_start : {false, true}) run_batch_case(rows, threads, g, kind, device_start);
+    // Each tile size at V4-Flash geometry, whichever the default picks. AMD builds have only
+    // the 8-key tile (LDS), so 32 is run where attention_tile accepts it.
+    for (const int tile : {8, 32}) {
+        aff::gpu::AttentionArgs probe;
+        probe.heads = flash.heads;
+        probe.window = flash.window;
+        probe.decode_tile = tile;
+        try {
+            aff::gpu::attention_tile(probe);
+        } catch (const aff::Error&) {
+            continue;  // not a tile of this target
+        }
+        for (Kind kind : {Kind::sliding, Kind::csa, Kind::hca})
+            for (const Span sp : {Span{5, 1}, Span{70001, 1}, Span{70001, 4}})
+                run_case(rows, threads, flash, kind, sp.start, sp.n, tile);
+    }
 }

@@ -2,7 +2,8 @@
 // dependent launch, hardware or portable FP8 decoder) against the CPU twin at V4-Flash
 // projection shapes, batch 1–4, random FP8 bytes (NaN codes excluded) and E8M0 block scales;
 // a chain of two dependent launches where the second reads what the first wrote; and the
-// strided, grouped layout (fp8_gemv_layout) the forward's wo_a uses.
+// strided, grouped layout (fp8_gemv_layout) the forward's wo_a uses; several matrices in one
+// launch (fp8_gemv_multi) bit for bit against each alone, and against the twin.
 #include "device_test.hpp"
 
 #include "aff/gpu/reference/fp8_gemv.hpp"
@@ -143,6 +144,87 @@ AFF_DEVICE_TEST("fp8_gemv layout") {
                     std::to_string(k) + " batch " + std::to_string(cs.batch) + " pad " + std::to_string(cs.pad) +
                     " rows " + std::to_string(rows_per_group),
                 nmse(to_host<float>(dy, want.size()), want), aff::gpu::fp8_gemv_max_nmse);
+        }
+    }
+}
+
+AFF_DEVICE_TEST("fp8_gemv multi") {
+    // The forward's wq_a + wkv (k 4096, a row group a block) and small parts at k 256 (8 row
+    // groups a block, parts ending mid-block): one fp8_gemv_multi launch against each part
+    // alone through fp8_gemv_tuned into the same strided layout (every float equal, padding
+    // untouched), and against the CPU twin.
+    struct Case { int k, n[3], count, pad; };
+    for (const Case cs : {Case{4096, {1024, 512, 0}, 2, 0}, Case{4096, {2048, 2048, 0}, 2, 4},
+                          Case{256, {136, 64, 8}, 3, 12}}) {
+        const int k = cs.k, ldx = k + cs.pad;
+        std::uniform_int_distribution<int> byte(0, 255), exponent(112, 130);
+        std::vector<std::vector<uint8_t>> w(cs.count), scales(cs.count);
+        std::vector<aff::gpu::Buffer> dw, ds;
+        for (int i = 0; i < cs.count; ++i) {
+            w[i].resize(static_cast<size_t>(cs.n[i]) * k);
+            for (uint8_t& b : w[i]) {
+                b = static_cast<uint8_t>(byte(rng()));
+                if ((b & 0x7f) == 0x7f) b ^= 1;
+            }
+            scales[i].resize(static_cast<size_t>((cs.n[i] + 127) / 128) * (k / 128));
+            for (uint8_t& sc : scales[i]) sc = static_cast<uint8_t>(exponent(rng()));
+            dw.push_back(to_device(w[i]));
+            ds.push_back(to_device(scales[i]));
+        }
+        for (int batch = 1; batch <= aff::gpu::kFp8GemvMaxBatch; ++batch) {
+            const std::vector<float> x = normal(static_cast<size_t>(batch) * ldx);
+            std::vector<float> xd(static_cast<size_t>(batch) * k);  // dense copy for the twin
+            for (int b = 0; b < batch; ++b)
+                std::copy(x.begin() + static_cast<size_t>(b) * ldx, x.begin() + static_cast<size_t>(b) * ldx + k,
+                          xd.begin() + static_cast<size_t>(b) * k);
+            aff::gpu::Buffer dx = to_device(x);
+            std::vector<std::vector<float>> want(cs.count);
+            for (int i = 0; i < cs.count; ++i) {
+                want[i].resize(static_cast<size_t>(batch) * cs.n[i]);
+                aff::cpu::fp8_gemv(w[i].data(), scales[i].data(), cs.n[i], k, xd.data(), batch, want[i].data());
+            }
+            for (const aff::gpu::Fp8GemvTuning t : {aff::gpu::Fp8GemvTuning{8, true, false}, aff::gpu::Fp8GemvTuning{4, true, false},
+                                                    aff::gpu::Fp8GemvTuning{8, false, false}, aff::gpu::Fp8GemvTuning{8, false, true}}) {
+                aff::gpu::Stream s;
+                std::vector<aff::gpu::Buffer> together, alone;
+                aff::gpu::Fp8GemvPart parts[3];
+                aff::gpu::Fp8GemvLayout layout;
+                layout.ldx = ldx;
+                for (int i = 0; i < cs.count; ++i) {
+                    const size_t count = static_cast<size_t>(batch) * (cs.n[i] + cs.pad);
+                    together.emplace_back(count * sizeof(float));
+                    alone.emplace_back(count * sizeof(float));
+                    s.fill(together.back().data(), 0, count * sizeof(float));
+                    s.fill(alone.back().data(), 0, count * sizeof(float));
+                    parts[i] = {dw[i].as<uint8_t>(), ds[i].as<uint8_t>(), cs.n[i], together.back().as<float>(),
+                                cs.n[i] + cs.pad};
+                    layout.ldy = cs.n[i] + cs.pad;
+                    aff::gpu::fp8_gemv_layout(dw[i].as<uint8_t>(), ds[i].as<uint8_t>(), cs.n[i], k, dx.as<float>(), batch,
+                                              alone.back().as<float>(), layout, t, s.handle());
+                }
+                aff::gpu::fp8_gemv_multi(parts, cs.count, k, dx.as<float>(), ldx, batch, t, s.handle());
+                s.synchronize();
+                double differ = 0.0, worst = 0.0;
+                for (int i = 0; i < cs.count; ++i) {
+                    const int ldy = cs.n[i] + cs.pad;
+                    const std::vector<float> got = to_host<float>(together[i], static_cast<size_t>(batch) * ldy);
+                    const std::vector<float> one = to_host<float>(alone[i], static_cast<size_t>(batch) * ldy);
+                    for (size_t j = 0; j < got.size(); ++j)
+                        if (!(got[j] == one[j])) differ += 1.0;  // NaN counts too
+                    std::vector<float> dense(want[i].size());
+                    for (int b = 0; b < batch; ++b)
+                        std::copy(got.begin() + static_cast<size_t>(b) * ldy, got.begin() + static_cast<size_t>(b) * ldy + cs.n[i],
+                                  dense.begin() + static_cast<size_t>(b) * cs.n[i]);
+                    worst = std::max(worst, nmse(dense, want[i]));
+                }
+                std::string what = "multi " + std::to_string(cs.count) + " parts (";
+                for (int i = 0; i < cs.count; ++i) what += (i ? "+" : "") + std::to_string(cs.n[i]);
+                what += ")x" + std::to_string(k) + " batch " + std::to_string(batch) + " pad " + std::to_string(cs.pad) +
+                        " rows " + std::to_string(t.rows_per_group) + (t.dependent_launch ? " dep" : "") +
+                        (t.portable_decode ? " portable" : "");
+                add(rows, "fp8_gemv", what + " values differing from alone", differ, 0.0);
+                add(rows, "fp8_gemv", what + " nmse", worst, aff::gpu::fp8_gemv_max_nmse);
+            }
         }
     }
 }
