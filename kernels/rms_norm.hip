@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rope_kernel(const float* __
         float s, c;
         sincosf(angle, &s, &c);
         s *= sign;
-        yr[i] = even * c - odd * s;
-        yr[i + 1] = even * s + odd * c;
+        yr[i] = fmaf(even, c, -(odd * s));  // as rope.hip, to the bit
+        yr[i + 1] = fmaf(even, s, odd * c);
     }
 }
 

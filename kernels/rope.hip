@@ -23,8 +23,10 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(float* x, const int32_t*
     sincosf(angle, &s, &c);
     s *= sign;
     const float even = p[0], odd = p[1];
-    p[0] = even * c - odd * s;
-    p[1] = even * s + odd * c;
+    // Explicit fmaf: the rotation rounds the same way wherever it is compiled (rms_norm_rope
+    // repeats it; left to the compiler, the two kernels contracted it differently).
+    p[0] = fmaf(even, c, -(odd * s));
+    p[1] = fmaf(even, s, odd * c);
 }
 
 }  // namespace
