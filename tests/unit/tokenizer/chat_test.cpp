@@ -5,12 +5,11 @@
 #include "aff/core/error.hpp"
 #include "aff/tokenizer/chat.hpp"
 #include "aff/tokenizer/py_json.hpp"
+#include "chat_golden.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <random>
 
 namespace chat = aff::chat;
@@ -18,15 +17,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-ojson load(const char* name) {
-    std::ifstream in(std::string(AFF_TEST_DATA) + "/chat/" + name);
-    REQUIRE(in);
-    return ojson::parse(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
-}
-
-chat::ThinkingMode mode_of(const ojson& c) {
-    return c["thinking_mode"] == "thinking" ? chat::ThinkingMode::thinking : chat::ThinkingMode::chat;
-}
+using aff_test::golden_mode;
 
 // Feeds `text` in pieces of the given sizes (cycled) and checks the deltas add up.
 chat::ParsedCompletion parse_streaming(std::string_view text, chat::ThinkingMode mode, std::mt19937& rng,
@@ -82,20 +73,12 @@ std::string param(const std::string& d, const std::string& key, const std::strin
 }  // namespace
 
 TEST_CASE("render_prompt gives the reference encoder's prompt for every golden conversation", "[tokenizer]") {
-    ojson cases = load("render_cases.json");
+    ojson cases = aff_test::load_chat_golden("render_cases.json");
     REQUIRE(cases.size() >= 30);
     std::size_t with_tools = 0, thinking = 0, max_effort = 0;
     for (const ojson& c : cases) {
         INFO(c["name"].get<std::string>());
-        std::vector<chat::Message> messages = chat::messages_from_openai(c["messages"]);
-        for (std::size_t i = 0; i < messages.size(); ++i) messages[i].without_eos = c["messages"][i].value("wo_eos", false);
-        chat::RenderOptions opt;
-        opt.mode = mode_of(c);
-        opt.effort = c["reasoning_effort"] == "max"    ? chat::ReasoningEffort::max
-                     : c["reasoning_effort"] == "high" ? chat::ReasoningEffort::high
-                                                       : chat::ReasoningEffort::none;
-        opt.drop_thinking = c["drop_thinking"].get<bool>();
-        opt.add_bos = c["add_bos"].get<bool>();
+        const auto [messages, opt] = aff_test::golden_render(c);
         CHECK(chat::render_prompt(messages, c["tools"], opt, c["response_format"]) == c["prompt"].get<std::string>());
         with_tools += !c["tools"].is_null();
         thinking += opt.mode == chat::ThinkingMode::thinking;
@@ -107,17 +90,11 @@ TEST_CASE("render_prompt gives the reference encoder's prompt for every golden c
 }
 
 TEST_CASE("render_prompt_pieces splits every golden prompt into markup and the messages' own text", "[tokenizer]") {
-    ojson cases = load("render_cases.json");
+    ojson cases = aff_test::load_chat_golden("render_cases.json");
     std::size_t checked = 0;
     for (const ojson& c : cases) {
         INFO(c["name"].get<std::string>());
-        std::vector<chat::Message> messages = chat::messages_from_openai(c["messages"]);
-        for (std::size_t i = 0; i < messages.size(); ++i) messages[i].without_eos = c["messages"][i].value("wo_eos", false);
-        chat::RenderOptions opt;
-        opt.mode = mode_of(c);
-        opt.effort = c["reasoning_effort"] == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
-        opt.drop_thinking = c["drop_thinking"].get<bool>();
-        opt.add_bos = c["add_bos"].get<bool>();
+        const auto [messages, opt] = aff_test::golden_render(c);
         const auto pieces = chat::render_prompt_pieces(messages, c["tools"], opt, c["response_format"]);
         std::string joined;
         for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -144,13 +121,13 @@ TEST_CASE("render_prompt_pieces splits every golden prompt into markup and the m
 }
 
 TEST_CASE("parse_completion gives the reference parser's result on well-formed output", "[tokenizer]") {
-    ojson cases = load("parse_cases.json");
+    ojson cases = aff_test::load_chat_golden("parse_cases.json");
     REQUIRE(cases.size() >= 15);
     std::mt19937 rng(11);
     for (const ojson& c : cases) {
         INFO(c["name"].get<std::string>());
         std::string text = c["text"];
-        chat::ParsedCompletion p = chat::parse_completion(text, mode_of(c));
+        chat::ParsedCompletion p = chat::parse_completion(text, golden_mode(c));
         CHECK(p.reasoning == c["reasoning"].get<std::string>());
         CHECK(p.content == c["content"].get<std::string>());
         CHECK(p.finished);
@@ -160,11 +137,11 @@ TEST_CASE("parse_completion gives the reference parser's result on well-formed o
             CHECK(p.tool_calls[i].name == c["tool_calls"][i]["name"].get<std::string>());
             CHECK(p.tool_calls[i].arguments_json == c["tool_calls"][i]["arguments"].get<std::string>());
         }
-        for (std::size_t piece : {1, 2, 5, 17}) check_same(parse_streaming(text, mode_of(c), rng, piece), p);
+        for (std::size_t piece : {1, 2, 5, 17}) check_same(parse_streaming(text, golden_mode(c), rng, piece), p);
         // The ASCII spelling parses to the same result.
         std::string ascii = text;
         for (std::size_t at; (at = ascii.find(F)) != std::string::npos;) ascii.replace(at, F.size(), A);
-        check_same(chat::parse_completion(ascii, mode_of(c)), p);
+        check_same(chat::parse_completion(ascii, golden_mode(c)), p);
     }
 }
 

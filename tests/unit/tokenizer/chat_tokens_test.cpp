@@ -2,6 +2,7 @@
 // encodes with its turn markers as single ids and decodes back unchanged, and generated
 // ids streamed through StreamDecoder and StreamingParser give what parse_completion gives
 // on the whole text.
+#include "chat_golden.hpp"
 #include "support.hpp"
 
 #include "aff/tokenizer/chat.hpp"
@@ -9,7 +10,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 namespace chat = aff::chat;
 namespace tk = aff::tokenizer;
@@ -69,20 +69,12 @@ TEST_CASE("every golden prompt encodes from its pieces to the ids of the whole t
     // on purpose), the reference turns it into a special token and encode_pieces keeps
     // it text: same text, other ids.
     const auto& tok = aff_test::deepseek();
-    std::ifstream in(std::string(AFF_TEST_DATA) + "/chat/render_cases.json");
-    REQUIRE(in);
-    const auto cases = nlohmann::ordered_json::parse(in);
+    const auto cases = aff_test::load_chat_golden("render_cases.json");
     REQUIRE(cases.size() >= 30);
     std::size_t clean = 0, forged = 0;
     for (const auto& c : cases) {
         INFO(c["name"].get<std::string>());
-        std::vector<chat::Message> messages = chat::messages_from_openai(c["messages"]);
-        for (std::size_t i = 0; i < messages.size(); ++i) messages[i].without_eos = c["messages"][i].value("wo_eos", false);
-        chat::RenderOptions opt;
-        opt.mode = c["thinking_mode"] == "thinking" ? chat::ThinkingMode::thinking : chat::ThinkingMode::chat;
-        opt.effort = c["reasoning_effort"] == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
-        opt.drop_thinking = c["drop_thinking"].get<bool>();
-        opt.add_bos = c["add_bos"].get<bool>();
+        const auto [messages, opt] = aff_test::golden_render(c);
         const auto pieces = chat::render_prompt_pieces(messages, c["tools"], opt, c["response_format"]);
         std::vector<tk::Tokenizer::Piece> views;
         bool spelled = false;
