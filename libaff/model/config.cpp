@@ -47,6 +47,16 @@ public:
         return j_.at(f).get<bool>();
     }
     const nlohmann::json& at(const std::string& f) const { return j_.at(f); }
+    // The array f, one entry a layer: at least n entries (more are ignored).
+    const nlohmann::json& per_layer(const std::string& f, int n) const {
+        const nlohmann::json& a = j_.at(f);
+        if (!a.is_array()) fail(f, "expected an array");
+        if (static_cast<int>(a.size()) < n)
+            fail(f, "has " + std::to_string(a.size()) + " entries, num_hidden_layers is " + std::to_string(n));
+        return a;
+    }
+    // An entry meant to be a string: its text, else its JSON (for the error that follows).
+    static std::string text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 private:
     const nlohmann::json& j_;
@@ -110,10 +120,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& path)
     // Per-layer attention kind and compression ratio.
     const int L = c.num_layers;
     if (r.has("layer_types")) {
-        const auto& lt = r.at("layer_types");
-        if (!lt.is_array()) r.fail("layer_types", "expected an array");
-        if (static_cast<int>(lt.size()) < L)
-            r.fail("layer_types", "has " + std::to_string(lt.size()) + " entries, num_hidden_layers is " + std::to_string(L));
+        const auto& lt = r.per_layer("layer_types", L);
         int csa = 4, hca = 128;
         if (r.has("compress_rates")) {
             const auto& cr = r.at("compress_rates");
@@ -124,8 +131,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& path)
                 hca = static_cast<int>(r.integer(cr.at("heavily_compressed_attention"), "compress_rates.heavily_compressed_attention", 1, 1 << 20));
         }
         for (int i = 0; i < L; ++i) {
-            const auto& t = lt[static_cast<std::size_t>(i)];
-            const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+            const std::string s = Reader::text(lt[static_cast<std::size_t>(i)]);
             const std::string f = "layer_types[" + std::to_string(i) + "]";
             if (s == "sliding_attention") c.attention.push_back(AttentionKind::sliding), c.compress_ratio.push_back(0);
             else if (s == "compressed_sparse_attention") c.attention.push_back(AttentionKind::csa), c.compress_ratio.push_back(csa);
@@ -133,10 +139,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& path)
             else r.fail(f, "'" + s + "' is not sliding_attention, compressed_sparse_attention or heavily_compressed_attention");
         }
     } else if (r.has("compress_ratios")) {
-        const auto& cr = r.at("compress_ratios");
-        if (!cr.is_array()) r.fail("compress_ratios", "expected an array");
-        if (static_cast<int>(cr.size()) < L)
-            r.fail("compress_ratios", "has " + std::to_string(cr.size()) + " entries, num_hidden_layers is " + std::to_string(L));
+        const auto& cr = r.per_layer("compress_ratios", L);
         for (int i = 0; i < L; ++i) {
             const int ratio = static_cast<int>(r.integer(cr[static_cast<std::size_t>(i)], "compress_ratios[" + std::to_string(i) + "]", 0, 1 << 20));
             c.compress_ratio.push_back(ratio);
@@ -154,12 +157,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& path)
     }
 
     if (r.has("mlp_layer_types")) {
-        const auto& mt = r.at("mlp_layer_types");
-        if (!mt.is_array() || static_cast<int>(mt.size()) < L)
-            r.fail("mlp_layer_types", "expected an array of num_hidden_layers entries");
+        const auto& mt = r.per_layer("mlp_layer_types", L);
         for (int i = 0; i < L; ++i) {
-            const auto& t = mt[static_cast<std::size_t>(i)];
-            const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+            const std::string s = Reader::text(mt[static_cast<std::size_t>(i)]);
             if (s != "hash_moe" && s != "moe")
                 r.fail("mlp_layer_types[" + std::to_string(i) + "]", "'" + s + "' is not hash_moe or moe");
             c.hash_routed.push_back(s == "hash_moe");

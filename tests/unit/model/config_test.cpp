@@ -69,6 +69,15 @@ TEST_CASE("config validation names the field at fault", "[model][corrupt]") {
     j["layer_types"].erase(5);
     CHECK(config_error(j) == "config.json: field layer_types: has 5 entries, num_hidden_layers is 6");
     j = tiny_a();
+    j["mlp_layer_types"].erase(5);
+    CHECK(config_error(j) == "config.json: field mlp_layer_types: has 5 entries, num_hidden_layers is 6");
+    j = tiny_a();
+    j["mlp_layer_types"] = "moe";
+    CHECK(config_error(j) == "config.json: field mlp_layer_types: expected an array");
+    j = tiny_a();
+    j["mlp_layer_types"][1] = 7;
+    CHECK(config_error(j) == "config.json: field mlp_layer_types[1]: '7' is not hash_moe or moe");
+    j = tiny_a();
     j["num_experts_per_tok"] = 9;
     CHECK(config_error(j) == "config.json: field num_experts_per_tok: 9 exceeds n_routed_experts 8");
     j = tiny_a();
