@@ -38,6 +38,7 @@
 #include "aff/gpu/codebook_experts.hpp"
 #include "aff/gpu/device.hpp"
 #include "aff/gpu/forward.hpp"
+#include "aff/gpu/host_copy.hpp"
 #include "aff/gpu/kernel_cases.hpp"
 #include "aff/gpu/reference/dense_gemv.hpp"
 #include "aff/gpu/reference/gemm.hpp"
@@ -117,33 +118,6 @@ void write_json(std::ostream& out, const GpuCheckReport& r) {
 namespace {
 
 using u64 = std::uint64_t;
-
-template <class T>
-Buffer to_device(const std::vector<T>& v) {
-    Buffer b(std::max<std::size_t>(v.size() * sizeof(T), 16));
-    if (!v.empty()) upload(b, v.data(), v.size() * sizeof(T));
-    return b;
-}
-Buffer to_device(std::span<const std::uint8_t> v) {
-    Buffer b(std::max<std::size_t>(v.size(), 16));
-    upload(b, v.data(), v.size());
-    return b;
-}
-template <class T>
-std::vector<T> to_host(const Buffer& b, std::size_t n) {
-    std::vector<T> v(n);
-    download(v.data(), b, n * sizeof(T));
-    return v;
-}
-// A device buffer of n elements filled with 0xff bytes (NaN as floats, −1 as ints), so an
-// element a kernel never writes fails its row.
-Buffer poisoned(std::size_t n, std::size_t elem = sizeof(float)) {
-    Buffer b(std::max<std::size_t>(n * elem, 16));
-    Stream s;
-    s.fill(b.data(), 0xff, n * elem);
-    s.synchronize();
-    return b;
-}
 
 // max |got − want| / max |want|; infinity for a size mismatch or a non-finite element.
 double max_rel(const std::vector<float>& got, const std::vector<float>& want) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "aff/gpu/device.hpp"
+#include "aff/gpu/host_copy.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -82,29 +83,10 @@ inline std::vector<float> normal(size_t n, float mean = 0.0f, float stddev = 1.0
     return v;
 }
 
-// Device copy of a host vector.
-template <class T>
-Buffer to_device(const std::vector<T>& v) {
-    Buffer b(v.size() * sizeof(T));
-    upload(b, v.data(), v.size() * sizeof(T));
-    return b;
-}
-
-// A device buffer of n floats filled with NaN (0xff bytes).
-inline Buffer poisoned(size_t n, size_t elem = sizeof(float)) {
-    Buffer b(n * elem);
-    Stream s;
-    s.fill(b.data(), 0xff, n * elem);
-    s.synchronize();
-    return b;
-}
-
-template <class T>
-std::vector<T> to_host(const Buffer& b, size_t n) {
-    std::vector<T> v(n);
-    download(v.data(), b, n * sizeof(T));
-    return v;
-}
+// The host/device copies shared with aff-gpucheck (aff/gpu/host_copy.hpp).
+using aff::gpu::poisoned;
+using aff::gpu::to_device;
+using aff::gpu::to_host;
 
 }  // namespace aff::gpu::test
 
