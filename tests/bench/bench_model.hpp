@@ -1,7 +1,8 @@
 // What the end-to-end GPU benchmarks (decode_bench, prefill_forward_bench) share: the first
-// device chosen and named, and a container loaded the way aff-run's GPU path loads it (the
-// CPU model for the weights, the container again for the bytes the GPU keeps as stored: dense
-// FP8), with the load time and the GPU model's description printed. Needs a GPU build.
+// device chosen and named, a container loaded the way aff-run's GPU path loads it (the CPU
+// model for the weights, the container again for the bytes the GPU keeps as stored: dense
+// FP8), with the load time and the GPU model's description printed, and the extrapolation of
+// a few measured layers to V4-Flash's 43 by attention kind. Needs a GPU build.
 #pragma once
 
 #include "aff/container/container.hpp"
@@ -11,10 +12,13 @@
 #include "aff/model/container_tensors.hpp"
 #include "aff/model/forward.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace aff::gpu::bench {
 
@@ -46,6 +50,33 @@ inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& poo
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                 m.gpu->describe().c_str());
     return m;
+}
+
+// V4-Flash's 43 layers by attention kind (model doc §1.2), indexed by aff::AttentionKind.
+inline constexpr int kFlashLayers[3] = {2, 21, 20};
+
+inline const char* kind_name(aff::AttentionKind k) {
+    return k == aff::AttentionKind::sliding ? "sliding" : k == aff::AttentionKind::csa ? "CSA" : "HCA";
+}
+
+// Per attention kind, the mean of what one layer of that kind adds to `prefix` (prefix[l]: a
+// time or a byte count of the first l layers, l = 0 .. num_layers). Throws when the container
+// lacks a kind, which extrapolation needs.
+inline std::array<double, 3> per_kind_layer_mean(const aff::ModelConfig& c, const std::vector<double>& prefix) {
+    std::array<double, 3> sum{};
+    std::array<int, 3> count{};
+    for (int l = 0; l < c.num_layers; ++l) {
+        const int k = static_cast<int>(c.attention[l]);
+        sum[k] += prefix[l + 1] - prefix[l];
+        ++count[k];
+    }
+    for (int k = 0; k < 3; ++k) {
+        if (count[k] == 0)
+            throw std::runtime_error(std::string("the container has no ") + kind_name(aff::AttentionKind(k)) +
+                                     " layer: make it with --layers 4 or more");
+        sum[k] /= count[k];
+    }
+    return sum;
 }
 
 }  // namespace aff::gpu::bench

@@ -19,6 +19,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -39,16 +40,12 @@ namespace {
 using aff::AttentionKind;
 
 constexpr int kPrompt = 16;            // tokens prefilled per sequence before the timed steps
-constexpr int kFlashSliding = 2, kFlashCsa = 21, kFlashHca = 20;  // V4-Flash's 43 layers (model doc §1.2)
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
 }
 
-const char* kind_name(AttentionKind k) {
-    return k == AttentionKind::sliding ? "sliding" : k == AttentionKind::csa ? "CSA" : "HCA";
-}
 
 }  // namespace
 
@@ -116,30 +113,20 @@ int main(int argc, char** argv) {
                         static_cast<long long>(states[0].position), steps);
             std::printf("%-7s %-8s %10s %10s %10s %8s\n", "layers", "kind", "step ms", "layer ms", "layer MB", "floor ms");
             std::printf("%-7d %-8s %10.3f %10s %10.1f %8.3f\n", 0, "head", t[0], "-", bytes[0] / 1e6, bytes[0] / ceiling * 1e3);
-            double kind_ms[3] = {}, kind_bytes[3] = {};
-            int kind_count[3] = {};
             for (int l = 0; l < L; ++l) {
-                const int k = static_cast<int>(c.attention[l]);
                 const double ms = t[l + 1] - t[l], by = bytes[l + 1] - bytes[l];
-                kind_ms[k] += ms;
-                kind_bytes[k] += by;
-                ++kind_count[k];
-                std::printf("%-7d %-8s %10.3f %10.3f %10.1f %8.3f\n", l + 1, kind_name(c.attention[l]), t[l + 1], ms,
-                            by / 1e6, by / ceiling * 1e3);
+                std::printf("%-7d %-8s %10.3f %10.3f %10.1f %8.3f\n", l + 1, bench::kind_name(c.attention[l]), t[l + 1],
+                            ms, by / 1e6, by / ceiling * 1e3);
             }
-            const int flash_count[3] = {kFlashSliding, kFlashCsa, kFlashHca};
+            const std::array<double, 3> kind_ms = bench::per_kind_layer_mean(c, t),
+                                        kind_bytes = bench::per_kind_layer_mean(c, bytes);
             double est = t[0], est_bytes = bytes[0];
             for (int k = 0; k < 3; ++k) {
-                if (kind_count[k] == 0)
-                    throw std::runtime_error(std::string("the container has no ") +
-                                             kind_name(static_cast<AttentionKind>(k)) +
-                                             " layer: make it with --layers 4 or more");
                 std::printf("%-8s layer: %.3f ms (floor %.3f ms, %.1f MB), x %d in V4-Flash\n",
-                            kind_name(static_cast<AttentionKind>(k)), kind_ms[k] / kind_count[k],
-                            kind_bytes[k] / kind_count[k] / ceiling * 1e3, kind_bytes[k] / kind_count[k] / 1e6,
-                            flash_count[k]);
-                est += flash_count[k] * kind_ms[k] / kind_count[k];
-                est_bytes += flash_count[k] * kind_bytes[k] / kind_count[k];
+                            bench::kind_name(static_cast<AttentionKind>(k)), kind_ms[k], kind_bytes[k] / ceiling * 1e3,
+                            kind_bytes[k] / 1e6, bench::kFlashLayers[k]);
+                est += bench::kFlashLayers[k] * kind_ms[k];
+                est_bytes += bench::kFlashLayers[k] * kind_bytes[k];
             }
             result[bi] = {est, est_bytes / ceiling * 1e3, est_bytes};
             std::printf("batch %d, 43 layers + head (extrapolated): %.3f ms a step (%.1f tok/s), floor %.3f ms (%.2f GB), "

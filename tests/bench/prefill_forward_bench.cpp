@@ -16,12 +16,12 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,13 +34,8 @@ int main() {
 
 namespace {
 
-using aff::AttentionKind;
-
 constexpr int kChunk = 4096;
-constexpr int kFlash[3] = {2, 21, 20};  // sliding, CSA, HCA layers of V4-Flash (model doc §1.2)
 constexpr double kPeak = 989e12;       // H200 dense bf16 tensor FLOP/s (spec)
-
-const char* kind_name(int k) { return k == 0 ? "sliding" : k == 1 ? "CSA" : "HCA"; }
 
 // FLOPs of one layer of `kind` over a prompt of `tokens` (positions 0 .. tokens-1).
 double layer_flops(const aff::ModelConfig& c, int kind, int ratio, long long tokens) {
@@ -104,22 +99,18 @@ int main(int argc, char** argv) {
         for (const long long tokens : {4096LL, 32768LL}) {
             std::vector<double> t(L + 1);
             for (int l = 0; l <= L; ++l) t[l] = prompt_s(tokens, l);
-            double kind_s[3] = {}, est = t[0], flops = 0.0;
-            int kind_count[3] = {}, kind_ratio[3] = {};
+            double est = t[0], flops = 0.0;
+            int kind_ratio[3] = {};
             std::printf("\nprompt %lld tokens (chunks of %d): time of the first N layers\n", tokens, kChunk);
             for (int l = 0; l < L; ++l) {
-                const int k = static_cast<int>(c.attention[l]);
-                kind_s[k] += t[l + 1] - t[l];
-                ++kind_count[k];
-                kind_ratio[k] = c.compress_ratio[l];
-                std::printf("  %d layers (+%s): %.3f s, layer %.3f s\n", l + 1, kind_name(k), t[l + 1], t[l + 1] - t[l]);
+                kind_ratio[static_cast<int>(c.attention[l])] = c.compress_ratio[l];
+                std::printf("  %d layers (+%s): %.3f s, layer %.3f s\n", l + 1, bench::kind_name(c.attention[l]), t[l + 1],
+                            t[l + 1] - t[l]);
             }
+            const std::array<double, 3> kind_s = bench::per_kind_layer_mean(c, t);
             for (int k = 0; k < 3; ++k) {
-                if (kind_count[k] == 0)
-                    throw std::runtime_error(std::string("the container has no ") + kind_name(k) +
-                                             " layer: make it with --layers 4 or more");
-                est += kFlash[k] * kind_s[k] / kind_count[k];
-                flops += kFlash[k] * layer_flops(c, k, kind_ratio[k], tokens);
+                est += bench::kFlashLayers[k] * kind_s[k];
+                flops += bench::kFlashLayers[k] * layer_flops(c, k, kind_ratio[k], tokens);
             }
             figure = flops / est;
             std::printf("prompt %lld tokens, 43 layers (extrapolated from %d): %.3f s = %.0f tok/s, %.1f TFLOP at %.1f "
