@@ -46,6 +46,7 @@
 #define hipMemGetInfo cudaMemGetInfo
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemcpyDefault cudaMemcpyDefault
+#define hipMemcpyPeerAsync cudaMemcpyPeerAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipSetDevice cudaSetDevice
 #define hipStreamBeginCapture cudaStreamBeginCapture
@@ -55,6 +56,7 @@
 #define hipStreamEndCapture cudaStreamEndCapture
 #define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipStream_t cudaStream_t
 #define hipSuccess cudaSuccess
 

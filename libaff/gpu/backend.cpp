@@ -11,6 +11,7 @@
 #include "aff/gpu/forward.hpp"
 #include "aff/model/container_tensors.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #endif
 
@@ -81,9 +82,13 @@ public:
 class GpuBackend final : public ForwardBackend {
 public:
     GpuBackend(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
-        : info_(gpu::device_info(o.device)), model_(m, weights, o), state_(model_.new_state()) {}
+        : model_(m, weights, o), state_(model_.new_state()) {}
     bool on_gpu() const override { return true; }
-    std::string describe() const override { return "GPU " + std::to_string(info_.ordinal) + " (" + info_.name + "); " + model_.describe(); }
+    std::string describe() const override {
+        std::string s;
+        for (int d : model_.devices()) s += (s.empty() ? "GPU " : ", GPU ") + std::to_string(d) + " (" + gpu::device_info(d).name + ")";
+        return s + "; " + model_.describe();
+    }
     std::int64_t position() const override { return state_.position; }
     void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
@@ -100,7 +105,6 @@ public:
     }
 
 private:
-    gpu::DeviceInfo info_;
     gpu::GpuModel model_;
     gpu::GpuDecodeState state_;
 };
@@ -129,12 +133,11 @@ std::unique_ptr<ForwardBackend> ForwardBackend::open(const Model& cpu, const std
     if (options.gpus == 0) return std::make_unique<CpuBackend>(cpu);
 #if defined(AFF_HAVE_GPU)
     if (options.gpus < 0 && gpu::device_count() == 0) return std::make_unique<CpuBackend>(cpu);
-    if (options.gpus > 1)
-        throw_unsupported("--gpus " + std::to_string(options.gpus) +
-                          ": the GPU forward runs on one GPU so far (layers are not split across devices yet)");
-    const std::vector<int> devices = gpu::select_devices(1);
+    // --gpus N: the first N visible devices, the layers split across them (forward.hpp).
+    const std::vector<int> devices = gpu::select_devices(std::max(options.gpus, 1));
     gpu::GpuOptions o;
     o.device = devices[0];
+    if (devices.size() > 1) o.devices = devices;
     o.memory_cap_bytes = options.gpu_mib << 20;
     o.forward = forward;
     // The model file again, for the bytes of weights the GPU keeps as stored (FP8 dense

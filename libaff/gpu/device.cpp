@@ -154,6 +154,14 @@ void Stream::fill(void* dst, int byte, std::size_t bytes) const {
     AFF_GPU_CHECK(hipMemsetAsync(dst, byte, bytes, static_cast<hipStream_t>(handle_)));
 }
 
+void Stream::wait(const Event& event) const {
+    AFF_GPU_CHECK(hipStreamWaitEvent(static_cast<hipStream_t>(handle_), static_cast<hipEvent_t>(event.handle_), 0));
+}
+
+void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, const Stream& stream) {
+    AFF_GPU_CHECK(hipMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, static_cast<hipStream_t>(stream.handle())));
+}
+
 Event::Event() {
     hipEvent_t e = nullptr;
     AFF_GPU_CHECK(hipEventCreate(&e));

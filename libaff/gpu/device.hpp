@@ -44,6 +44,8 @@ void use_device(int ordinal);
 // Free and total memory of the current device.
 MemoryInfo memory_info();
 
+class Event;
+
 // Device memory owned by one object; moved, never copied.
 class Buffer {
 public:
@@ -82,10 +84,19 @@ public:
     // host memory must stay alive until the stream is synchronised.
     void copy(void* dst, const void* src, std::size_t bytes) const;
     void fill(void* dst, int byte, std::size_t bytes) const;
+    // Work queued on this stream after the call waits until `event` completes (an event of
+    // any device's stream: how one GPU's work waits for another's).
+    void wait(const Event& event) const;
 
 private:
     void* handle_ = nullptr;
 };
+
+// Copies `bytes` from src on device src_device to dst on device dst_device, queued on
+// `stream` (a stream of dst_device). Peer to peer where the two devices allow it; the runtime
+// stages the copy through host memory where they do not (most consumer cards). The same
+// device twice is a plain device-to-device copy.
+void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, const Stream& stream);
 
 class Event {
 public:
@@ -103,6 +114,7 @@ public:
     float ms_since(const Event& start) const;
 
 private:
+    friend class Stream;
     void* handle_ = nullptr;
 };
 

@@ -52,7 +52,16 @@
 // w3 then run as two launches), and the kernel reads the rotated copy for a flagged expert.
 // Any other ExpertSource (small shapes, unquantised container experts) is read through its
 // matvec at load into the dense stacks, for small models only.
-// Not yet: MTP, batched prefill of several sequences, several GPUs.
+// Several GPUs (GpuOptions::devices, --gpus N): the layers are split into contiguous ranges,
+// one per device (a layer split; libaff/runtime/layer_split.hpp plans it from each device's
+// free memory). Each device holds only its layers' weights (the first also the embedding, the
+// last the hyper head, final norm and head), its own activations, stream, captured graphs and
+// its part of every sequence's state; between devices the residual stream (the mHC streams
+// [n, hc_mult, D], plus the pending expand's f, post and comb in decode-sized calls) is
+// copied peer to peer (through the host where the devices cannot). The devices run one after
+// another: the split buys memory, not speed. Logits are the one-device model's bit for bit
+// (tests/gpu/multi_gpu_test.cpp).
+// Not yet: MTP, batched prefill of several sequences.
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 
@@ -77,6 +86,11 @@ inline constexpr int kDecodeBatchMax = 4;  // sequences one decode call takes (t
 
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
+    // Several GPUs: the layers split across these ordinals in this order (each capped at
+    // memory_cap_bytes); empty or one entry: `device` (or that entry) alone. An ordinal may
+    // repeat (two parts on one GPU, sharing its free memory: tests of the split on one GPU).
+    std::vector<int> devices;
+    std::vector<int> layers_per_device;  // with devices: layers on each, as given (tests); empty: planned
     std::size_t memory_cap_bytes = 0;  // --gpu-mib; 0 = all free memory
     int max_context = 0;               // tokens a sequence's GPU state holds; 0 = max_position_embeddings
     bool cpu_attention = false;        // run attention on the CPU even where the kernels take it (tests)
@@ -89,9 +103,12 @@ struct GpuOptions {
 // GPU, `device` holds every layer's sliding ring [W, Dh] and each compressor's pending window,
 // previous window (CSA) and entries (main and indexer) for max_context tokens; with attention
 // on the CPU, `attention` is the CPU's own DecodeState. position counts the tokens run.
+// With several GPUs each holds the state of its own layers: `device` the first GPU's,
+// `next_devices` the second's, third's, ... (empty on one GPU).
 struct GpuDecodeState {
     std::int64_t position = 0;
     Buffer device;
+    std::vector<Buffer> next_devices;
     DecodeState attention;
 };
 
@@ -108,12 +125,15 @@ struct GpuStateSnapshot {
     const void* model = nullptr;       // the GpuModel that took it (checked by restore)
 };
 
-// One stretch of a GpuDecodeState's device buffer: [offset, offset + bytes).
+// One stretch of a GpuDecodeState's device buffer: [offset, offset + bytes) of the buffer of
+// GPU `part` of a split model (0: GpuDecodeState::device, i: next_devices[i - 1]).
 struct StateRange {
     std::size_t offset = 0, bytes = 0;
+    int part = 0;
 };
 
-// Bytes the model needs on the device, by class (planned before anything is allocated).
+// Bytes the model needs on the device, by class (planned before anything is allocated);
+// with several GPUs, the sum over them.
 struct GpuMemoryPlan {
     std::size_t dense_bytes = 0;    // everything but routed experts
     std::size_t expert_bytes = 0;   // routed experts of every layer
@@ -146,8 +166,13 @@ public:
 
     const ModelConfig& config() const;
     const GpuMemoryPlan& memory_plan() const;
-    // One line per weight class: where it lives and in which form (for --verbose output and tests).
+    // One line per weight class: where it lives and in which form (for --verbose output and
+    // tests); with several GPUs, which layers are on which.
     std::string describe() const;
+    // The device ordinals the layers are split across, in order (one entry on one GPU), and
+    // the layers on each: device i runs layers layer_split()[i].first .. .second - 1.
+    std::vector<int> devices() const;
+    std::vector<std::pair<int, int>> layer_split() const;
 
     GpuDecodeState new_state() const;
 
@@ -168,8 +193,8 @@ public:
     // restore throws usage for a snapshot another model took.
     GpuStateSnapshot snapshot(const GpuDecodeState& st) const;
     void restore(GpuDecodeState& st, const GpuStateSnapshot& snapshot) const;
-    // The stretches of the state buffer a state at `position` uses (empty with attention on
-    // the CPU), in ascending order, neighbours less than an alignment apart merged.
+    // The stretches of the state buffers a state at `position` uses (empty with attention on
+    // the CPU), part by part, in ascending order, neighbours less than an alignment apart merged.
     std::vector<StateRange> snapshot_ranges(std::int64_t position) const;
 
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
@@ -187,7 +212,8 @@ public:
 
 private:
     struct Impl;
-    std::unique_ptr<Impl> impl_;
+    std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
+    GpuMemoryPlan plan_;                          // the shards' plans summed
 };
 
 }  // namespace aff::gpu

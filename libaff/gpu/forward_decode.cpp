@@ -16,7 +16,8 @@ void GpuModel::Impl::check_call(const GpuDecodeState& st, std::span<const std::i
         if (t < 0 || t >= V)
             throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
                         ")");
-    if (attention_on_gpu ? st.device.size() < state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
+    const Buffer* mine = state_of(st);
+    if (attention_on_gpu ? !mine || mine->size() < state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
         throw_internal("forward: decode state belongs to another model");
     if (attention_on_gpu && st.position + n > max_context)
         throw_usage("the sequence would reach " + std::to_string(st.position + n) + " tokens, over the GPU state's " +
@@ -24,94 +25,110 @@ void GpuModel::Impl::check_call(const GpuDecodeState& st, std::span<const std::i
 }
 
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
-    Impl& m = *impl_;
-    const ModelConfig& c = m.c;
+    const Impl& m0 = *shards_.front();
+    const ModelConfig& c = m0.c;
     const int n = static_cast<int>(toks.size()), V = c.vocab_size;
     if (n == 0) throw_usage("forward: no tokens");
-    if (n == 1 && m.attention_on_gpu) {  // a decode step: the captured path
+    if (n == 1 && m0.attention_on_gpu) {  // a decode step: the captured path
         GpuDecodeState* one[1] = {&st};
         return decode(one, toks);
     }
-    m.check_call(st, toks);
-    use_device(m.options.device);
-    m.ensure_scratch(n);
+    for (const auto& p : shards_) p->check_call(st, toks);
 
-    m.stream.copy(m.tokens_dev, toks.data(), std::size_t(n) * 4);
     std::vector<std::int32_t> pos(n);
     for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(st.position + t);
-    if (m.attention_on_gpu) m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
-    const Seq seq{m.attention_on_gpu ? st.device.as<std::uint8_t>() : nullptr, st.position, n, 0, nullptr};
     const int first = all_logits ? 0 : n - 1;
-    m.run(std::span<const Seq>(&seq, 1), n, first, &st);
+    bool pending = false;
+    for (std::size_t i = 0; i < shards_.size(); ++i) {  // each part in turn, on its own device
+        Impl& m = *shards_[i];
+        use_device(m.device);
+        m.ensure_scratch(n);
+        m.stream.copy(m.tokens_dev, toks.data(), std::size_t(n) * 4);
+        if (m.attention_on_gpu) m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
+        if (i > 0) shards_[i - 1]->hand_over(m, n, pending);
+        const Seq seq{m.attention_on_gpu ? m.state_of(st)->as<std::uint8_t>() : nullptr, st.position, n, 0, nullptr};
+        pending = m.run(std::span<const Seq>(&seq, 1), n, first, &st, pending);
+    }
     st.position += n;
-    if (!m.attention_on_gpu) st.attention.position = st.position;
+    if (!m0.attention_on_gpu) st.attention.position = st.position;
 
+    const Impl& last = *shards_.back();
     std::vector<float> out(std::size_t(n - first) * V);
-    m.stream.copy(out.data(), m.logits, out.size() * 4);
-    m.stream.synchronize();
+    last.stream.copy(out.data(), last.logits, out.size() * 4);
+    last.stream.synchronize();
+    use_device(m0.device);
     return out;
 }
 
 void GpuModel::set_max_layers(int layers) {
-    impl_->options.forward.max_layers = layers;
-    impl_->graphs.clear();  // captured with the old layer count
+    for (const auto& p : shards_) {
+        p->options.forward.max_layers = layers;
+        p->graphs.clear();  // captured with the old layer count
+    }
 }
 
 GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
-    Impl& m = *impl_;
     GpuStepProfile p;
-    const bool graphs = m.options.graphs;
-    m.options.graphs = false;
-    m.profiling = true;
-    m.marks.clear();
+    const bool graphs = shards_.front()->options.graphs;
+    auto set = [&](bool profiling) {
+        for (const auto& m : shards_) {
+            m->options.graphs = profiling ? false : graphs;
+            m->profiling = profiling;
+            if (profiling) m->marks.clear();
+        }
+    };
+    set(true);
     try {
         p.logits = decode(states, toks);
     } catch (...) {
-        m.options.graphs = graphs;
-        m.profiling = false;
+        set(false);
         throw;
     }
-    m.options.graphs = graphs;
-    m.profiling = false;
-    const int layers = m.options.forward.max_layers < 0 ? m.c.num_layers : std::min(m.options.forward.max_layers, m.c.num_layers);
+    set(false);
+    const Impl& m0 = *shards_.front();
+    const int layers = m0.options.forward.max_layers < 0 ? m0.c.num_layers : std::min(m0.options.forward.max_layers, m0.c.num_layers);
     p.layer_ms.assign(std::max(layers, 0), 0.0);
-    for (std::size_t i = 0; i + 1 < m.marks.size(); ++i) {
-        const Impl::Mark& k = m.marks[i];
-        const double ms = m.marks[i + 1].event->ms_since(*k.event);
-        auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const auto& e) { return e.first == k.what; });
-        if (it == p.classes.end()) p.classes.emplace_back(k.what, ms);
-        else it->second += ms;
-        if (k.layer >= 0) p.layer_ms[k.layer] += ms;
-        p.total_ms += ms;
+    for (const auto& m : shards_) {  // each part's marks are on its own device's stream
+        for (std::size_t i = 0; i + 1 < m->marks.size(); ++i) {
+            const Impl::Mark& k = m->marks[i];
+            const double ms = m->marks[i + 1].event->ms_since(*k.event);
+            auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const auto& e) { return e.first == k.what; });
+            if (it == p.classes.end()) p.classes.emplace_back(k.what, ms);
+            else it->second += ms;
+            if (k.layer >= 0) p.layer_ms[k.layer] += ms;
+            p.total_ms += ms;
+        }
+        m->marks.clear();
     }
-    m.marks.clear();
     return p;
 }
 
 std::size_t GpuModel::decode_read_bytes(int sequences) const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
     const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
-    const std::size_t elem = [](DenseType t) { return t == DenseType::bf16 ? 2u : 4u; }(m.head.type);
+    const std::size_t elem = [](DenseType t) { return t == DenseType::bf16 ? 2u : 4u; }(shards_.back()->head.type);
     std::size_t bytes = std::size_t(c.vocab_size) * c.hidden_size * elem;  // the head
     bytes += std::size_t(sequences) * c.hidden_size * (m.embed.type == DenseType::bf16 ? 2 : 4);  // embedding rows
     const std::size_t routed =
         m.experts_codebook ? 2 * m.w13_bytes + m.w2_bytes
                            : 3 * std::size_t(c.hidden_size) * c.moe_intermediate_size * (m.expert_type == DenseType::bf16 ? 2 : 4);
     const std::size_t chosen = std::min<std::size_t>(std::size_t(sequences) * c.experts_per_token, c.n_routed_experts);
-    for (int l = 0; l < layers; ++l) bytes += m.layer_dense_bytes[l] + chosen * routed;
+    for (const auto& p : shards_)
+        for (int l = p->first_layer; l < std::min(layers, p->end_layer); ++l) bytes += p->layer_dense_bytes[l] + chosen * routed;
     return bytes;
 }
 
 std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
     if (!m.attention_on_gpu) return 0;
     const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
     const std::size_t p = static_cast<std::size_t>(position) + 1;  // keys of the query at `position`
     std::size_t bytes = 0;
     for (int l = 0; l < layers; ++l) {
-        const AttentionRefs& r = m.layers[l].attn;
+        const Impl& owner = **std::find_if(shards_.begin(), shards_.end(), [&](const auto& p) { return l < p->end_layer; });
+        const AttentionRefs& r = owner.layers[l].attn;
         bytes += std::min<std::size_t>(p, c.sliding_window) * c.head_dim * 4;  // the window (ring)
         if (r.has_indexer) {  // every indexer key is scored, the top-k main entries attended
             const std::size_t entries = p / r.indexer.ratio;
@@ -124,8 +141,8 @@ std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
 }
 
 std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
-    Impl& m = *impl_;
-    const int B = static_cast<int>(states.size()), V = m.c.vocab_size;
+    Impl& m0 = *shards_.front();
+    const int B = static_cast<int>(states.size()), V = m0.c.vocab_size;
     if (B < 1 || B > kDecodeBatchMax)
         throw_usage("decode: " + std::to_string(B) + " sequences (1.." + std::to_string(kDecodeBatchMax) + " a call)");
     if (toks.size() != states.size())
@@ -133,9 +150,9 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
     for (int i = 0; i < B; ++i) {
         for (int j = 0; j < i; ++j)
             if (states[j] == states[i]) throw_usage("decode: the same sequence twice in one call");
-        m.check_call(*states[i], toks.subspan(i, 1));
+        for (const auto& p : shards_) p->check_call(*states[i], toks.subspan(i, 1));
     }
-    if (!m.attention_on_gpu) {  // attention on the CPU: one sequence at a time
+    if (!m0.attention_on_gpu) {  // attention on the CPU: one sequence at a time
         std::vector<float> out;
         for (int i = 0; i < B; ++i) {
             const std::vector<float> one = forward(*states[i], toks.subspan(i, 1), false);
@@ -143,37 +160,48 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
         }
         return out;
     }
-    use_device(m.options.device);
-    m.ensure_scratch(B);
     // Everything that changes between steps goes to the device before the launches: the
     // tokens, and each sequence's position (which the kernels read through Seq::start_at).
+    // Each part of a split model gets its own copy, runs its own captured graph, and hands
+    // the residual stream to the next.
     std::vector<std::int32_t> pos(B);
     for (int i = 0; i < B; ++i) pos[i] = static_cast<std::int32_t>(states[i]->position);
-    m.stream.copy(m.tokens_dev, toks.data(), std::size_t(B) * 4);
-    m.stream.copy(m.positions, pos.data(), std::size_t(B) * 4);
-    std::vector<Seq> seqs(B);
-    for (int i = 0; i < B; ++i) seqs[i] = {states[i]->device.as<std::uint8_t>(), 0, 1, i, m.positions + i};
-    auto record = [&] { m.run(seqs, B, 0, nullptr); };
-    if (m.options.graphs) {
-        std::vector<const void*> key(B);
-        for (int i = 0; i < B; ++i) key[i] = states[i]->device.data();
-        auto it = std::find_if(m.graphs.begin(), m.graphs.end(), [&](const auto& g) { return g.key == key; });
-        if (it == m.graphs.end()) {
-            if (m.graphs.size() >= kMaxGraphs) m.graphs.erase(m.graphs.begin());
-            Graph g;
-            g.capture(m.stream, record);
-            m.graphs.push_back({key, std::move(g)});
-            it = m.graphs.end() - 1;
+    bool pending = false;
+    for (std::size_t part = 0; part < shards_.size(); ++part) {
+        Impl& m = *shards_[part];
+        use_device(m.device);
+        m.ensure_scratch(B);
+        m.stream.copy(m.tokens_dev, toks.data(), std::size_t(B) * 4);
+        m.stream.copy(m.positions, pos.data(), std::size_t(B) * 4);
+        if (part > 0) shards_[part - 1]->hand_over(m, B, pending);
+        std::vector<Seq> seqs(B);
+        for (int i = 0; i < B; ++i) seqs[i] = {m.state_of(*states[i])->as<std::uint8_t>(), 0, 1, i, m.positions + i};
+        const bool pending_in = pending;
+        auto record = [&] { pending = m.run(seqs, B, 0, nullptr, pending_in); };
+        if (m.options.graphs) {
+            std::vector<const void*> key(B);
+            for (int i = 0; i < B; ++i) key[i] = m.state_of(*states[i])->data();
+            auto it = std::find_if(m.graphs.begin(), m.graphs.end(), [&](const auto& g) { return g.key == key; });
+            if (it == m.graphs.end()) {
+                if (m.graphs.size() >= kMaxGraphs) m.graphs.erase(m.graphs.begin());
+                Graph g;
+                g.capture(m.stream, record);
+                m.graphs.push_back({key, std::move(g), pending});
+                it = m.graphs.end() - 1;
+            }
+            it->graph.launch(m.stream);
+            pending = it->pending;
+        } else {
+            record();
         }
-        it->graph.launch(m.stream);
-    } else {
-        record();
     }
     for (int i = 0; i < B; ++i) ++states[i]->position;
 
+    const Impl& last = *shards_.back();
     std::vector<float> out(std::size_t(B) * V);
-    m.stream.copy(out.data(), m.logits, out.size() * 4);
-    m.stream.synchronize();
+    last.stream.copy(out.data(), last.logits, out.size() * 4);
+    last.stream.synchronize();
+    use_device(m0.device);
     return out;
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/dense_gemv.hpp"
 #include "kernels/hc.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -126,18 +127,31 @@ using fwd::Upload;
 // (forward_linear.cpp), the attention block (forward_attention.cpp), the MoE block
 // (forward_moe.cpp), the layer loop with mHC, norms and head (forward_layers.cpp), and the
 // calls: forward, decode with its captured graphs, the step profile (forward_decode.cpp).
+//
+// One Impl is one part of the model on one device: layers first_layer .. end_layer-1 (every
+// layer on one GPU), the embedding when first_layer is 0, the hyper head, final norm and head
+// when end_layer is the last. Layer-indexed members (layers, state_refs, layer_dense_bytes)
+// keep the model's layer numbers; those of other parts stay empty.
 struct GpuModel::Impl {
     const Model& cpu;
     const ModelConfig& c;
     GpuOptions options;
+    int device = 0;
+    int first_layer = 0, end_layer = 0;
     struct DeviceGuard {
         explicit DeviceGuard(int device) { use_device(device); }
     } device_guard;  // before the stream: it belongs to the chosen device
     GpuMemoryPlan plan;
+    // What the layer split weighs (plan_weights, plan_state): the arena bytes of the embedding,
+    // of the head with its norms, of what every part holds (codebook, RoPE table), and of
+    // each layer's weights and one sequence's state of it.
+    std::size_t embed_bytes = 0, head_bytes = 0, common_bytes = 0;
+    std::vector<std::size_t> layer_bytes;
     std::vector<Upload> uploads;
     std::size_t arena_bytes = 0;
     Buffer arena;
     Stream stream;
+    Event done;  // recorded when this part's work of a call is queued, for the next part to wait on
 
     DenseRef embed, head;
     std::size_t norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
@@ -175,6 +189,7 @@ struct GpuModel::Impl {
     struct CachedGraph {
         std::vector<const void*> key;
         Graph graph;
+        bool pending = false;  // what run() returned at capture (an expand left for the next part)
     };
     std::vector<CachedGraph> graphs;
 
@@ -200,7 +215,26 @@ struct GpuModel::Impl {
     bool prefill_call = false;  // set by run()
     bool use_gemm(int n) const { return prefill_call && options.gemm_min_tokens > 0 && n >= options.gemm_min_tokens; }
 
-    Impl(const Model& m, const GpuOptions& o) : cpu(m), c(m.config()), options(o), device_guard(o.device) {}
+    Impl(const Model& m, const GpuOptions& o, int dev, int first, int end)
+        : cpu(m), c(m.config()), options(o), device(dev), first_layer(first), end_layer(end), device_guard(dev) {}
+
+    // Where attention runs, the weights' and state's plans (nothing allocated yet).
+    void prepare(const TensorReader* weights);
+    // Checks the plan against this device's free memory now (and the cap), then allocates
+    // and uploads.
+    void allocate();
+
+    // The layers this part runs in a call (set_max_layers counts over the whole model).
+    int run_end() const {
+        const int count = options.forward.max_layers < 0 ? c.num_layers : std::min(options.forward.max_layers, c.num_layers);
+        return std::min(count, end_layer);
+    }
+    // This part's state buffer in a sequence's state (GpuDecodeState::device or next_devices).
+    int index = 0;  // which part: 0 on one GPU
+    const Buffer* state_of(const GpuDecodeState& st) const {
+        if (index == 0) return &st.device;
+        return std::size_t(index) <= st.next_devices.size() ? &st.next_devices[index - 1] : nullptr;
+    }
 
     std::size_t reserve(std::size_t bytes, std::size_t& counter);
     std::size_t put_floats(const std::vector<float>& v, std::size_t& counter);
@@ -315,7 +349,15 @@ struct GpuModel::Impl {
     // kernel picks the rotated input for a flagged expert (per-expert flags on the device).
     void routed_codebook(const LayerRefs& r, int n);
 
-    void run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state);
+    // Runs this part's layers (and the embedding, the head where it has them) on rows
+    // first.. of n; `pending` says whether the previous part left an expand pending in f,
+    // post and comb (decode-sized calls), and the result whether this one does.
+    bool run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state, bool pending = false);
+
+    // Hands the residual stream to `next` (the part after this one, maybe on another device):
+    // x, and f, post, comb while an expand is pending. Queued on next's stream after this
+    // part's work; `next`'s device must be current.
+    void hand_over(Impl& next, int n, bool pending);
 
     // The checks of every call: token ids in the vocabulary, the state this model's, room left.
     void check_call(const GpuDecodeState& st, std::span<const std::int32_t> toks) const;

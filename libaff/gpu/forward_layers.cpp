@@ -22,23 +22,27 @@ HcConfig GpuModel::Impl::hc_config() const {
 
 // The layers and the head for the n rows of `seqs` (tokens_dev and, with attention on the
 // GPU, positions already hold them on the device); logits of rows first .. n-1 end in logits.
-// Nothing here waits for the host while attention runs on the GPU: decode captures it.
-void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state) {
+// Nothing here waits for the host while attention runs on the GPU: decode captures it. A part
+// of a split model runs the embedding only if it is the first, its own layers, and the head
+// only if it is the last; otherwise it returns with the residual stream in x (and an expand
+// pending in f, post, comb when it returns true) for hand_over.
+bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state, bool pending) {
     void* s = stream.handle();
     const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
     const HcConfig hcc = hc_config();
     prefill_call = seqs.size() == 1;
     mark_layer = -1;
-    mark("embedding");
-    gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
+    if (first_layer == 0) {
+        mark("embedding");
+        gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
+    }
 
     // Decode-sized calls (1..4 tokens, up to 4 streams) run each mHC site as two launches
     // (hc_site: the expand of the previous sub-block, the pre step with Sinkhorn and the norm
     // of the next); the expand then waits in f (pending) until the next site. Other calls
     // launch hc_post, hc_pre and rms_norm one by one.
     const bool fused = hc_site_takes(n, hcc);
-    bool pending = false;
     auto site = [&](std::size_t fn, std::size_t base, std::size_t scale, std::size_t norm_w) {
         const HcWeights w{at<float>(fn), at<float>(base), at<float>(scale)};
         if (fused) {
@@ -55,8 +59,7 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     };
 
     std::vector<float> a_host, f_host;
-    const int count = options.forward.max_layers < 0 ? c.num_layers : std::min(options.forward.max_layers, c.num_layers);
-    for (int l = 0; l < count; ++l) {
+    for (int l = first_layer; l < run_end(); ++l) {
         const LayerRefs& r = layers[l];
         mark_layer = l;
         // mHC around attention (Model::layer_forward): collapse, attn_norm.
@@ -81,6 +84,10 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
         expand();
     }
     mark_layer = -1;
+    if (end_layer < c.num_layers) {  // the next part continues from here
+        mark("end");
+        return pending;
+    }
     mark("hyper head, final norm, head");
 
     // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
@@ -95,6 +102,20 @@ void GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     }
     dense_rows(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V);
     mark("end");
+    return false;
+}
+
+void GpuModel::Impl::hand_over(Impl& next, int n, bool pending) {
+    done.record(stream);
+    next.stream.wait(done);
+    next.mark_layer = -1;
+    next.mark("hand-over between GPUs");
+    const std::size_t rows = n, hc = c.hc_mult, D = c.hidden_size;
+    copy_peer(next.x, next.device, x, device, rows * hc * D * 4, next.stream);
+    if (!pending) return;
+    copy_peer(next.f, next.device, f, device, rows * D * 4, next.stream);
+    copy_peer(next.post, next.device, post, device, rows * hc * 4, next.stream);
+    copy_peer(next.comb, next.device, comb, device, rows * hc * hc * 4, next.stream);
 }
 
 }  // namespace aff::gpu

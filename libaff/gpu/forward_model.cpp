@@ -4,6 +4,7 @@
 #include "aff/core/error.hpp"
 #include "aff/core/units.hpp"
 #include "aff/gpu/forward_impl.hpp"
+#include "aff/runtime/layer_split.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/indexer.hpp"
 #include "kernels/moe_gemm.hpp"
@@ -48,12 +49,14 @@ void GpuModel::Impl::plan_state() {
         st.entries = take(std::size_t(st.capacity) * w.dim);
         if (indexer) scores_stride = std::max(scores_stride, st.capacity);
     };
-    for (int l = 0; l < c.num_layers; ++l) {
+    for (int l = first_layer; l < end_layer; ++l) {
+        const std::size_t before = state_bytes;
         const AttentionRefs& a = layers[l].attn;
         LayerStateRefs& st = state_refs[l];
         st.ring = take(std::size_t(c.sliding_window) * c.head_dim);
         if (a.has_compressor) comp(a.compressor, st.compressor, false);
         if (a.has_indexer) comp(a.indexer, st.indexer, true);
+        layer_bytes[l] += state_bytes - before;
     }
 }
 
@@ -137,67 +140,136 @@ void GpuModel::Impl::ensure_scratch(int tokens) {
     capacity = cap;
 }
 
-GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptions& options)
-    : impl_(std::make_unique<Impl>(cpu, options)) {
-    Impl& m = *impl_;
-    const ModelConfig& c = m.c;
-    if (!c.norm_topk_prob) throw_unsupported("GPU router: norm_topk_prob false is not implemented");
-    if (c.hc_mult < 1 || c.hc_mult > kHcMaxStreams)
-        throw_unsupported("GPU mHC: hc_mult " + std::to_string(c.hc_mult) + " outside 1..8");
-    m.max_context = static_cast<int>(std::min<std::int64_t>(
+void GpuModel::Impl::prepare(const TensorReader* weights) {
+    max_context = static_cast<int>(std::min<std::int64_t>(
         options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
-    if (m.max_context <= 0) m.max_context = 4096;
-    m.decide_attention();
-    m.plan_weights(weights);
-    m.plan_state();
-    m.plan.state_bytes = m.state_bytes;
-    m.plan.scratch_bytes = m.scratch_bytes(kScratchTokens);
+    if (max_context <= 0) max_context = 4096;
+    decide_attention();
+    plan_weights(weights);
+    plan_state();
+    plan.state_bytes = state_bytes;
+    plan.scratch_bytes = scratch_bytes(kScratchTokens);
+}
 
-    use_device(options.device);
+void GpuModel::Impl::allocate() {
+    use_device(device);
     const MemoryInfo mem = memory_info();
     const std::size_t free_after_reserve = mem.free_bytes > kRuntimeReserve ? mem.free_bytes - kRuntimeReserve : 0;
     std::size_t available = free_after_reserve;
     if (options.memory_cap_bytes > 0) available = std::min(available, options.memory_cap_bytes);
-    const std::size_t need = m.plan.total();
+    const std::size_t need = plan.total();
     if (need > available) {
         auto mib = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
         std::string why = mib(available) + " MiB available (" + mib(mem.free_bytes) + " MiB free on GPU " +
-                          std::to_string(options.device);
+                          std::to_string(device);
         if (options.memory_cap_bytes > 0) why += ", --gpu-mib " + std::to_string(options.memory_cap_bytes >> 20);
-        throw Error(ErrorKind::device, "the model needs " + mib(need) + " MiB of GPU memory (dense " +
-                                           mib(m.plan.dense_bytes) + ", routed experts " + mib(m.plan.expert_bytes) +
-                                           ", activations " + mib(m.plan.scratch_bytes) + ", one sequence's state " +
-                                           mib(m.plan.state_bytes) + "), " + why +
-                                           "): " + mib(need - available) + " MiB missing");
+        const std::string what = first_layer == 0 && end_layer == c.num_layers
+                                     ? std::string("the model needs ")
+                                     : "layers " + std::to_string(first_layer) + "-" + std::to_string(end_layer - 1) +
+                                           " need ";
+        throw Error(ErrorKind::device, what + mib(need) + " MiB of GPU memory (dense " + mib(plan.dense_bytes) +
+                                           ", routed experts " + mib(plan.expert_bytes) + ", activations " +
+                                           mib(plan.scratch_bytes) + ", one sequence's state " +
+                                           mib(plan.state_bytes) + "), " + why + "): " + mib(need - available) +
+                                           " MiB missing");
     }
-    m.arena = Buffer(std::max<std::size_t>(m.arena_bytes, kAlign));
+    arena = Buffer(std::max<std::size_t>(arena_bytes, kAlign));
     // Fill and upload tensor by tensor through one staging buffer.
     std::vector<std::uint8_t> staging;
-    for (const Upload& up : m.uploads) {
+    for (const Upload& up : uploads) {
         staging.resize(up.bytes);
         up.fill(staging.data());
-        m.stream.copy(m.arena.as<std::uint8_t>() + up.offset, staging.data(), up.bytes);
-        m.stream.synchronize();  // staging is reused
+        stream.copy(arena.as<std::uint8_t>() + up.offset, staging.data(), up.bytes);
+        stream.synchronize();  // staging is reused
     }
-    m.uploads.clear();
-    m.materialised.clear();
-    m.materialised.shrink_to_fit();
-    m.ensure_scratch(kScratchTokens);
+    uploads.clear();
+    materialised.clear();
+    materialised.shrink_to_fit();
+    ensure_scratch(kScratchTokens);
+}
+
+GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptions& options) {
+    const ModelConfig& c = cpu.config();
+    if (!c.norm_topk_prob) throw_unsupported("GPU router: norm_topk_prob false is not implemented");
+    if (c.hc_mult < 1 || c.hc_mult > kHcMaxStreams)
+        throw_unsupported("GPU mHC: hc_mult " + std::to_string(c.hc_mult) + " outside 1..8");
+    const std::vector<int> devices =
+        options.devices.empty() ? std::vector<int>{options.device} : options.devices;
+    std::vector<LayerRange> ranges{{0, c.num_layers, 0}};
+    if (devices.size() > 1) {
+        // The whole model planned once on the first device (nothing allocated) gives the bytes
+        // the split weighs; each device offers its free memory (shared by the parts an ordinal
+        // repeated gets), less the runtime's reserve, up to the cap.
+        LayerSplitInput in;
+        {
+            Impl whole(cpu, options, devices[0], 0, c.num_layers);
+            whole.prepare(weights);
+            in.layer_bytes = whole.layer_bytes;
+            in.first_bytes = whole.embed_bytes;
+            in.last_bytes = whole.head_bytes;
+            in.each_bytes = whole.common_bytes + whole.plan.scratch_bytes;
+        }
+        for (int d : devices) {
+            use_device(d);
+            const MemoryInfo mem = memory_info();
+            const std::size_t parts = static_cast<std::size_t>(std::count(devices.begin(), devices.end(), d));
+            std::size_t available = (mem.free_bytes > kRuntimeReserve ? mem.free_bytes - kRuntimeReserve : 0) / parts;
+            if (options.memory_cap_bytes > 0) available = std::min(available, options.memory_cap_bytes);
+            in.available.push_back(available);
+            in.names.push_back("GPU " + std::to_string(d));
+        }
+        in.forced = options.layers_per_device;
+        ranges = split_layers(in);
+    } else if (!options.layers_per_device.empty() &&
+               (options.layers_per_device.size() != 1 || options.layers_per_device[0] != c.num_layers)) {
+        throw_usage("layer split: " + std::to_string(options.layers_per_device.size()) + " layer counts for one GPU");
+    }
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+        auto part = std::make_unique<Impl>(cpu, options, devices[i], ranges[i].first, ranges[i].end);
+        part->index = static_cast<int>(i);
+        part->prepare(weights);
+        part->allocate();
+        plan_.dense_bytes += part->plan.dense_bytes;
+        plan_.expert_bytes += part->plan.expert_bytes;
+        plan_.scratch_bytes += part->plan.scratch_bytes;
+        plan_.state_bytes += part->plan.state_bytes;
+        shards_.push_back(std::move(part));
+    }
+    use_device(devices[0]);
 }
 
 GpuModel::~GpuModel() = default;
 
-const ModelConfig& GpuModel::config() const { return impl_->c; }
-const GpuMemoryPlan& GpuModel::memory_plan() const { return impl_->plan; }
+const ModelConfig& GpuModel::config() const { return shards_.front()->c; }
+const GpuMemoryPlan& GpuModel::memory_plan() const { return plan_; }
+
+std::vector<int> GpuModel::devices() const {
+    std::vector<int> out;
+    for (const auto& p : shards_) out.push_back(p->device);
+    return out;
+}
+
+std::vector<std::pair<int, int>> GpuModel::layer_split() const {
+    std::vector<std::pair<int, int>> out;
+    for (const auto& p : shards_) out.emplace_back(p->first_layer, p->end_layer);
+    return out;
+}
 
 std::string GpuModel::describe() const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
+    const Impl& last = *shards_.back();
+    const GpuMemoryPlan& plan = plan_;
     const ModelConfig& c = m.c;
     auto type = [](DenseType t) { return t == DenseType::bf16 ? "bf16" : "f32"; };
     std::ostringstream o;
-    o << "gpu: dense " << format_bytes(m.plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
-      << type(m.head.type) << ", linears: " << m.fp8_linears << " fp8, " << m.dense_linears << " dense), routed experts "
-      << format_bytes(m.plan.expert_bytes) << " ("
+    int fp8_linears = 0, dense_linears = 0;
+    for (const auto& p : shards_) {
+        fp8_linears += p->fp8_linears;
+        dense_linears += p->dense_linears;
+    }
+    o << "gpu: dense " << format_bytes(plan.dense_bytes) << " (embed " << type(m.embed.type) << ", head "
+      << type(last.head.type) << ", linears: " << fp8_linears << " fp8, " << dense_linears << " dense), routed experts "
+      << format_bytes(plan.expert_bytes) << " ("
       << (m.experts_codebook ? std::string(m.rotated_matrices == 0 ? "TQ2875"
                                            : m.rotated_matrices == 3 * c.num_layers * c.n_routed_experts
                                                ? "TQ2875R"
@@ -208,23 +280,37 @@ std::string GpuModel::describe() const {
                                    (m.dense_experts ? "" : ", decoded from the model's expert source") +
                                    (m.experts_why_dense.empty() ? "" : " (" + m.experts_why_dense + ")"))
       << "), activations "
-      << format_bytes(m.plan.scratch_bytes);
+      << format_bytes(plan.scratch_bytes);
     if (m.attention_on_gpu)
-        o << "; attention on the GPU (state " << format_bytes(m.plan.state_bytes) << " a sequence, " << m.max_context
+        o << "; attention on the GPU (state " << format_bytes(plan.state_bytes) << " a sequence, " << m.max_context
           << " tokens)";
     else
         o << "; attention on the CPU (" << m.attention_why_cpu << ")";
+    if (shards_.size() > 1) {
+        o << "; layers split across " << shards_.size() << " GPUs:";
+        for (std::size_t i = 0; i < shards_.size(); ++i) {
+            const Impl& p = *shards_[i];
+            o << (i ? "," : "") << " layers " << p.first_layer << "-" << p.end_layer - 1 << " on GPU " << p.device
+              << " (" << format_bytes(p.plan.total()) << ")";
+        }
+    }
     return o.str();
 }
 
 GpuDecodeState GpuModel::new_state() const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     GpuDecodeState st;
     if (m.attention_on_gpu) {
-        st.device = Buffer(std::max<std::size_t>(m.state_bytes, kAlign));
-        Stream s;
-        s.fill(st.device.data(), 0, st.device.size());
-        s.synchronize();
+        for (const auto& p : shards_) {  // each part's state on its own device
+            use_device(p->device);
+            Buffer b(std::max<std::size_t>(p->state_bytes, kAlign));
+            Stream s;
+            s.fill(b.data(), 0, b.size());
+            s.synchronize();
+            if (p->index == 0) st.device = std::move(b);
+            else st.next_devices.push_back(std::move(b));
+        }
+        use_device(m.device);
     } else {
         st.attention = m.cpu.new_state();
     }

@@ -14,7 +14,7 @@ namespace aff::gpu {
 using namespace fwd;
 
 std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
     std::vector<StateRange> out;
     if (!m.attention_on_gpu) return out;
@@ -24,10 +24,11 @@ std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
     const std::size_t p = static_cast<std::size_t>(position);
     // Regions are laid out in this order (plan_state), each at an aligned offset: a region
     // that starts within an alignment of the previous one's end joins it (one copy, the
-    // padding between them included).
+    // padding between them included). A split model's parts each have their own buffer.
+    int part = 0;
     auto add = [&](std::size_t offset, std::size_t bytes) {
         if (bytes == 0) return;
-        if (!out.empty()) {
+        if (!out.empty() && out.back().part == part) {
             StateRange& last = out.back();
             const std::size_t end = last.offset + last.bytes;
             if (offset >= end && offset - end < kAlign) {
@@ -35,7 +36,7 @@ std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
                 return;
             }
         }
-        out.push_back({offset, bytes});
+        out.push_back({offset, bytes, part});
     };
     auto comp = [&](const CompressorRefs& w, const CompressorStateRefs& st) {
         const std::size_t width = std::size_t(w.overlap ? 2 : 1) * w.dim;
@@ -47,18 +48,21 @@ std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
         }
         add(st.entries, std::min<std::size_t>(p / w.ratio, st.capacity) * w.dim * 4);
     };
-    for (int l = 0; l < c.num_layers; ++l) {
-        const AttentionRefs& a = m.layers[l].attn;
-        const LayerStateRefs& st = m.state_refs[l];
-        add(st.ring, std::min<std::size_t>(p, c.sliding_window) * c.head_dim * 4);
-        if (a.has_compressor) comp(a.compressor, st.compressor);
-        if (a.has_indexer) comp(a.indexer, st.indexer);
+    for (const auto& owner : shards_) {
+        part = owner->index;
+        for (int l = owner->first_layer; l < owner->end_layer; ++l) {
+            const AttentionRefs& a = owner->layers[l].attn;
+            const LayerStateRefs& st = owner->state_refs[l];
+            add(st.ring, std::min<std::size_t>(p, c.sliding_window) * c.head_dim * 4);
+            if (a.has_compressor) comp(a.compressor, st.compressor);
+            if (a.has_indexer) comp(a.indexer, st.indexer);
+        }
     }
     return out;
 }
 
 GpuStateSnapshot GpuModel::snapshot(const GpuDecodeState& st) const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     GpuStateSnapshot s;
     s.position = st.position;
     s.model = this;
@@ -66,43 +70,59 @@ GpuStateSnapshot GpuModel::snapshot(const GpuDecodeState& st) const {
         s.attention = st.attention;
         return s;
     }
-    if (st.device.size() < m.state_bytes) throw_internal("snapshot: decode state belongs to another model");
+    for (const auto& part : shards_) {
+        const Buffer* b = part->state_of(st);
+        if (!b || b->size() < part->state_bytes) throw_internal("snapshot: decode state belongs to another model");
+    }
     const std::vector<StateRange> ranges = snapshot_ranges(st.position);
     std::size_t total = 0;
     for (const StateRange& r : ranges) total += r.bytes;
     s.device.resize(total);
-    use_device(m.options.device);
     std::size_t at = 0;
     for (const StateRange& r : ranges) {
-        m.stream.copy(s.device.data() + at, st.device.as<std::uint8_t>() + r.offset, r.bytes);
+        const Impl& part = *shards_[r.part];
+        use_device(part.device);
+        part.stream.copy(s.device.data() + at, part.state_of(st)->as<std::uint8_t>() + r.offset, r.bytes);
         at += r.bytes;
     }
-    m.stream.synchronize();
+    for (const auto& part : shards_) {
+        use_device(part->device);
+        part->stream.synchronize();
+    }
+    use_device(m.device);
     return s;
 }
 
 void GpuModel::restore(GpuDecodeState& st, const GpuStateSnapshot& s) const {
-    const Impl& m = *impl_;
+    const Impl& m = *shards_.front();
     if (s.model != this) throw_usage("restore: the snapshot was taken by another GPU model");
     if (!m.attention_on_gpu) {
         st.attention = s.attention;
         st.position = s.position;
         return;
     }
-    if (st.device.size() < m.state_bytes) throw_internal("restore: decode state belongs to another model");
+    for (const auto& part : shards_) {
+        const Buffer* b = part->state_of(st);
+        if (!b || b->size() < part->state_bytes) throw_internal("restore: decode state belongs to another model");
+    }
     const std::vector<StateRange> ranges = snapshot_ranges(s.position);
     std::size_t total = 0;
     for (const StateRange& r : ranges) total += r.bytes;
     if (total != s.device.size())
         throw_internal("restore: the snapshot holds " + std::to_string(s.device.size()) + " bytes, position " +
                        std::to_string(s.position) + " needs " + std::to_string(total));
-    use_device(m.options.device);
     std::size_t at = 0;
     for (const StateRange& r : ranges) {
-        m.stream.copy(st.device.as<std::uint8_t>() + r.offset, s.device.data() + at, r.bytes);
+        const Impl& part = *shards_[r.part];
+        use_device(part.device);
+        part.stream.copy(part.state_of(st)->as<std::uint8_t>() + r.offset, s.device.data() + at, r.bytes);
         at += r.bytes;
     }
-    m.stream.synchronize();  // the host bytes may go once restore returns; the next call reads these
+    for (const auto& part : shards_) {  // the host bytes may go once restore returns; the next call reads these
+        use_device(part->device);
+        part->stream.synchronize();
+    }
+    use_device(m.device);
     st.position = s.position;
 }
 

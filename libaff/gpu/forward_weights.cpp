@@ -248,12 +248,17 @@ AttentionRefs GpuModel::Impl::put_attention(const AttentionWeights& w, const std
 
 void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     const ModelWeights& w = cpu.weights();
-    embed = put_dense(w.embed, plan.dense_bytes);
-    head = put_dense(w.head, plan.dense_bytes);
-    norm = put_vec(w.norm);
-    hc_head_fn = put_vec(w.hc_head.fn.w);
-    hc_head_base = put_vec(w.hc_head.base);
-    hc_head_scale = put_vec(w.hc_head.scale);
+    // The embedding on the first part only, the head and its norms on the last only.
+    if (first_layer == 0) embed = put_dense(w.embed, plan.dense_bytes);
+    embed_bytes = arena_bytes;
+    if (end_layer == c.num_layers) {
+        head = put_dense(w.head, plan.dense_bytes);
+        norm = put_vec(w.norm);
+        hc_head_fn = put_vec(w.hc_head.fn.w);
+        hc_head_base = put_vec(w.hc_head.base);
+        hc_head_scale = put_vec(w.hc_head.scale);
+    }
+    head_bytes = arena_bytes - embed_bytes;
     if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
     dense_experts = dynamic_cast<const DenseExpertSource*>(w.experts.get());
     codebook_src = dynamic_cast<const CodebookExperts*>(w.experts.get());
@@ -284,8 +289,12 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     inv_freq_main = rope_inv_freq(c.rope_main, c.rope_dim);
     inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
     if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
-    for (int l = 0; l < c.num_layers; ++l) {
-        const std::size_t dense_before = plan.dense_bytes;
+    common_bytes = arena_bytes - embed_bytes - head_bytes;
+    layers.assign(c.num_layers, {});
+    layer_dense_bytes.assign(c.num_layers, 0);
+    layer_bytes.assign(c.num_layers, 0);
+    for (int l = first_layer; l < end_layer; ++l) {
+        const std::size_t dense_before = plan.dense_bytes, arena_before = arena_bytes;
         const LayerWeights& lw = w.layers[l];
         const std::string p = "layers." + std::to_string(l) + ".ffn.";
         LayerRefs r;
@@ -325,8 +334,9 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
             r.experts_w2 = put_expert_stack(l, ExpertMatrix::w2, expert_type);
             r.experts_w3 = put_expert_stack(l, ExpertMatrix::w3, expert_type);
         }
-        layer_dense_bytes.push_back(plan.dense_bytes - dense_before);
-        layers.push_back(r);
+        layer_dense_bytes[l] = plan.dense_bytes - dense_before;
+        layer_bytes[l] = arena_bytes - arena_before;
+        layers[l] = r;
     }
 }
 

@@ -37,7 +37,8 @@ struct BenchModel {
     std::unique_ptr<GpuModel> gpu;
 };
 
-inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& pool, int max_context) {
+// gpus > 1: the layers split across the first `gpus` visible devices (GpuOptions::devices).
+inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& pool, int max_context, int gpus = 1) {
     const auto t0 = std::chrono::steady_clock::now();
     BenchModel m;
     m.cpu = aff::Model::load(path, pool);
@@ -45,6 +46,7 @@ inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& poo
         std::make_shared<const aff::Container>(aff::Container::open(path)));
     GpuOptions opt;
     opt.max_context = max_context;
+    if (gpus > 1) opt.devices = select_devices(gpus);
     m.gpu = std::make_unique<GpuModel>(*m.cpu, m.stored.get(), opt);
     std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), m.gpu->config().num_layers,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),

@@ -12,7 +12,9 @@
 // ceiling measured in the same run (kernels/stream_read.hpp). A timed non-graph pass
 // (GpuModel::profile_decode) breaks the step down by op class. The last three lines are
 // figure, bound and ratio (tests/bench/RESULTS.md).
-//     decode_bench CONTAINER.aff [STEPS]          (STEPS timed decode calls per point, default 24)
+// With GPUS 2 or more the layers are split across that many devices (the bound stays one
+// device's HBM ceiling: the devices run one after another).
+//     decode_bench CONTAINER.aff [STEPS] [GPUS]   (STEPS timed decode calls per point, default 24)
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "kernels/stream_read.hpp"
@@ -51,7 +53,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: decode_bench CONTAINER.aff [STEPS]\n");
+        std::fprintf(stderr, "usage: decode_bench CONTAINER.aff [STEPS] [GPUS]\n");
         return 2;
     }
     try {
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
         std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
 
         aff::ThreadPool pool(0);
-        const bench::BenchModel model = bench::load_bench_model(path, pool, 4096);
+        const int gpus = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1;
+        const bench::BenchModel model = bench::load_bench_model(path, pool, 4096, gpus);
         GpuModel& g = *model.gpu;
         const aff::ModelConfig& c = g.config();
         const int L = c.num_layers, V = c.vocab_size;
