@@ -8,8 +8,9 @@
 // three parts on GPU 0, so one GPU covers the split logic; with a second visible GPU also
 // GPU 0 + GPU 1 (forced and planned) and GPU 1 + GPU 0 (peer copies both ways); with one
 // GPU those rows print SKIP and are not run. Also: set_max_layers stopping inside the first
-// part, describe() naming the split, decode_read_bytes unchanged, and a cap too small for the
-// split naming the MiB missing. Rows count differing floats (bound 0).
+// part, describe() naming the split, decode_read_bytes unchanged, a prefix snapshot of a split
+// state restored and continued, and a cap too small for the split naming the MiB missing.
+// Rows count differing floats (bound 0).
 #include "device_test.hpp"
 
 #include "aff/checkpoint/checkpoint.hpp"
@@ -108,6 +109,18 @@ void compare(const std::string& name, const aff::Model& cpu, const aff::Checkpoi
         const std::vector<std::int32_t> chunk = random_tokens(6, V);
         add(rows, "multi_gpu", what + ": 6-token forward after the steps, floats differing",
             double(differing(ref.forward(a, chunk, true), g.forward(b, chunk, true))), 0.0);
+        // A prefix snapshot of the split state (every part's buffer), restored into a fresh
+        // state, continues as the original: 3 steps each, the same logits.
+        const aff::gpu::GpuStateSnapshot snap = g.snapshot(b);
+        aff::gpu::GpuDecodeState c = g.new_state();
+        g.restore(c, snap);
+        long long restored = c.position == b.position ? 0 : 1;
+        for (int s = 0; s < 3; ++s) {
+            const std::int32_t next[1] = {chunk[s]};
+            restored += differing(g.forward(b, next, false), g.forward(c, next, false));
+        }
+        add(rows, "multi_gpu", what + ": snapshot restored vs original, 3 steps, floats differing", double(restored),
+            0.0);
     }
 
     // Batch 4: prompts of different lengths, one decode call a step on each model.
