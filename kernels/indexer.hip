@@ -4,6 +4,12 @@
 // of the tile, and the groups' sums are added in a fixed order.
 // Both kernels take a list of sequences (each its own keys and start; tokens as rows of the
 // shared activations): a launch covers a decode batch.
+// Tensor-core scores (IndexerMath::bf16_mma, prefill): one block per (tile of 256 entries,
+// group of 64 tokens). The tile's keys go to shared memory once, as bf16; then for each token
+// of the group that sees the tile, its 64 head rows of q (bf16, zero rows past `heads`) are
+// multiplied against the keys on the tensor cores (kernels/mma_tile.hpp), each warp taking 32
+// entries for all heads, so ReLU, the heads' weights and the sum over heads stay in the warp
+// (registers, then shuffles). q tiles are double-buffered: one barrier a token.
 // Top-k: one block per token. Each entry gets a 64-bit key, the order-preserving bits of its
 // score above the complement of its index, so all keys differ and "larger key" is exactly
 // the CPU's order (higher score, then lower index). A radix select, eight bits a pass from the
@@ -13,6 +19,7 @@
 
 #include "aff/gpu/check.hpp"
 #include "kernels/device_common.hpp"
+#include "kernels/mma_tile.hpp"
 
 namespace aff::gpu {
 namespace {
@@ -92,6 +99,110 @@ __global__ void __launch_bounds__(kThreads) indexer_scores_kernel(const float* _
         float total = 0.0f;
         for (int i = 0; i < kGroups; ++i) total += red[i * kTile + e];
         scores[static_cast<size_t>(row) * stride + e0 + e] = total;
+    }
+}
+
+constexpr int kMmaThreads = 256;
+constexpr int kMmaDim = 128;                                  // head_dim the kernel takes
+constexpr int kMmaRows = 64;                                  // head rows a token (heads ≤ 64)
+constexpr int kMmaEntries = 256;                              // entries a block: 32 a warp
+constexpr int kMmaTokens = 64;                                // tokens a block
+constexpr int kMmaLd = kMmaDim + dev::kTilePad;               // bf16 elements a tile row
+constexpr int kMmaQLoads = kMmaRows * kMmaDim / 4 / kMmaThreads;  // float4 a thread a token
+constexpr size_t kMmaShared =
+    sizeof(uint16_t) * static_cast<size_t>(kMmaEntries + 2 * kMmaRows) * kMmaLd + sizeof(float) * 2 * kMmaRows;
+
+// Block (entry tile, sequence · groups + token group).
+__global__ void __launch_bounds__(kMmaThreads, 2)
+    indexer_scores_mma_kernel(const float* __restrict__ q, const float* __restrict__ w, Batch b, float* scores,
+                              int heads, int ratio, int stride, int groups) {
+    const IndexerSeq sq_ = pick(b, static_cast<int>(dev::block_y()) / groups);
+    const int group = static_cast<int>(dev::block_y()) % groups;
+    const long long start = sq_.start_at ? *sq_.start_at : sq_.start;
+    const int count = sq_.count;
+    const int e0 = static_cast<int>(dev::block_x()) * kMmaEntries;
+    int t_begin = group * kMmaTokens;
+    const int t_end = sq_.n < t_begin + kMmaTokens ? sq_.n : t_begin + kMmaTokens;
+    if (e0 >= count) return;  // whole block: uniform
+    // visible(t) > e0 from t = ratio·(e0 + 1) − start − 1 on (visible grows with t).
+    const long long first = static_cast<long long>(ratio) * (e0 + 1) - start - 1;
+    if (first > t_begin) t_begin = first < t_end ? static_cast<int>(first) : t_end;
+    if (t_begin >= t_end) return;
+
+    extern __shared__ uint4 mma_smem[];
+    uint16_t* ks = reinterpret_cast<uint16_t*>(mma_smem);  // [kMmaEntries][kMmaLd]
+    uint16_t* qs = ks + kMmaEntries * kMmaLd;               // [2][kMmaRows][kMmaLd]
+    float* ws = reinterpret_cast<float*>(qs + 2 * kMmaRows * kMmaLd);  // [2][kMmaRows]
+    const int tid = static_cast<int>(dev::thread_x());
+    const int warp = tid / kWarp, lane = static_cast<int>(dev::lane_id());
+    const float scale = 1.0f / sqrtf(static_cast<float>(heads)) / sqrtf(static_cast<float>(kMmaDim));
+
+    // The tile's keys as bf16; entries past count are zeros (their scores are never written).
+    const int ecount = count - e0 < kMmaEntries ? count - e0 : kMmaEntries;
+    const float* __restrict__ kbase = sq_.keys + static_cast<size_t>(e0) * kMmaDim;
+    for (int i = tid; i < kMmaEntries * kMmaDim / 4; i += kMmaThreads) {
+        const int e = i / (kMmaDim / 4), c = 4 * (i % (kMmaDim / 4));
+        uint2 v{0u, 0u};
+        if (e < ecount) {
+            const float* p = kbase + static_cast<size_t>(e) * kMmaDim + c;
+            v = uint2{dev::pack_bf16x2(p[0], p[1]), dev::pack_bf16x2(p[2], p[3])};
+        }
+        *reinterpret_cast<uint2*>(ks + e * kMmaLd + c) = v;
+    }
+
+    const int g = lane >> 2, t4 = lane & 3;
+    const int we0 = e0 + warp * 32;  // the warp's first entry
+    for (int t = t_begin; t < t_end; ++t) {
+        const int buf = (t - t_begin) & 1;
+        uint16_t* qb = qs + buf * kMmaRows * kMmaLd;
+        float* wb = ws + buf * kMmaRows;
+        const size_t row = static_cast<size_t>(sq_.row + t);
+        const float4* src = reinterpret_cast<const float4*>(q + row * heads * kMmaDim);
+#pragma unroll
+        for (int i = 0; i < kMmaQLoads; ++i) {
+            const int idx = tid + i * kMmaThreads, h = idx / (kMmaDim / 4), c = 4 * (idx % (kMmaDim / 4));
+            const float4 v = h < heads ? dev::ldg(src + idx) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+            *reinterpret_cast<uint2*>(qb + h * kMmaLd + c) = uint2{dev::pack_bf16x2(v.x, v.y), dev::pack_bf16x2(v.z, v.w)};
+        }
+        if (tid < kMmaRows) wb[tid] = tid < heads ? w[row * heads + tid] * scale : 0.0f;
+        dev::sync_block();  // also orders the keys' stores before the first token's products
+        const int vis = visible(count, start + t, ratio);
+        if (we0 < vis) {  // warp-uniform
+            float acc[4][4][4] = {};
+#pragma unroll
+            for (int k0 = 0; k0 < kMmaDim; k0 += 16)
+                dev::warp_mma_k16<4, 4>(qb, kMmaLd, 0, ks, kMmaLd, warp * 32, k0, acc);
+            // Row 16·mt + g (+8) is a head, column 8·nt + 2·t4 (+1) an entry of the warp.
+            float s[4][2] = {};
+#pragma unroll
+            for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const float wh = wb[16 * mt + g + 8 * hh];
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        s[nt][0] += wh * fmaxf(0.0f, acc[mt][nt][2 * hh]);
+                        s[nt][1] += wh * fmaxf(0.0f, acc[mt][nt][2 * hh + 1]);
+                    }
+                }
+            // Sum over the eight row groups (lanes with equal t4); every lane gets the totals.
+#pragma unroll
+            for (int m = 4; m < 32; m <<= 1)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    s[nt][0] += dev::shfl_xor(s[nt][0], m);
+                    s[nt][1] += dev::shfl_xor(s[nt][1], m);
+                }
+            // Lane (g, t4) writes column 8·(g/2) + 2·t4 + g%2: the warp's 32 entries once each.
+            float v = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int c = 0; c < 2; ++c)
+                    if (2 * nt + c == g) v = s[nt][c];
+            const int e = we0 + 8 * (g >> 1) + 2 * t4 + (g & 1);
+            if (e < vis) scores[row * stride + e] = v;
+        }
     }
 }
 
@@ -218,6 +329,21 @@ void launch_scores(const float* q, const float* w, float* scores, const Batch& b
     AFF_GPU_CHECK(hipGetLastError());
 }
 
+void launch_scores_mma(const float* q, const float* w, float* scores, const Batch& b, int heads, int ratio,
+                       int stride, int vis, hipStream_t s) {
+    if (b.max_n == 0 || vis == 0) return;
+    if (stride < vis) throw_argument("indexer_scores", "stride is smaller than the visible entries");
+#if defined(AFF_GPU_IS_CUDA)
+    // Over the default 48 KiB: opt in (per launch: cheap, and it holds on any device).
+    AFF_GPU_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&indexer_scores_mma_kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMmaShared)));
+#endif
+    const int groups = (b.max_n + kMmaTokens - 1) / kMmaTokens;
+    const dim3 grid(static_cast<unsigned>((vis + kMmaEntries - 1) / kMmaEntries), static_cast<unsigned>(b.count * groups));
+    indexer_scores_mma_kernel<<<grid, dim3(kMmaThreads), kMmaShared, s>>>(q, w, b, scores, heads, ratio, stride, groups);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
 void launch_topk(const float* scores, int stride, const Batch& b, int ratio, int k, int32_t* selected,
                  int32_t* selected_count, hipStream_t s) {
     if (b.max_n == 0) return;
@@ -239,12 +365,20 @@ Batch single(const float* keys, int n, int64_t start, int count, const int32_t* 
 }
 }  // namespace
 
+bool indexer_mma_takes(int heads, int head_dim, const float* q) {
+    return heads >= 1 && heads <= kMmaRows && head_dim == kMmaDim && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+}
+
 void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
-                    int64_t start, int ratio, int count, int stride, void* stream, const int32_t* start_at) {
+                    int64_t start, int ratio, int count, int stride, void* stream, const int32_t* start_at,
+                    IndexerMath math) {
     check_scores(n, heads, head_dim, start, ratio, count);
     const Batch b = single(keys, n, start, count, start_at);
-    launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, most_visible(b.seq[0], ratio),
-                  static_cast<hipStream_t>(stream));
+    const int vis = most_visible(b.seq[0], ratio);
+    if (math == IndexerMath::bf16_mma && indexer_mma_takes(heads, head_dim, q))
+        launch_scores_mma(q, w, scores, b, heads, ratio, stride, vis, static_cast<hipStream_t>(stream));
+    else
+        launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, vis, static_cast<hipStream_t>(stream));
 }
 
 void indexer_topk(const float* scores, int n, int stride, int64_t start, int ratio, int count, int k, int32_t* selected,
@@ -258,7 +392,7 @@ void indexer_topk(const float* scores, int n, int stride, int64_t start, int rat
 
 void indexer_batch(const float* q, const float* w, float* scores, int32_t* selected, int32_t* selected_count,
                    const IndexerSeq* seqs, int count, int heads, int head_dim, int ratio, int stride, int k,
-                   void* stream) {
+                   void* stream, IndexerMath math) {
     if (count < 1 || count > kIndexerMaxBatch) throw_argument("indexer_batch", "1 to 4 sequences a launch");
     if (k <= 0 || k > kIndexerMaxTopk) throw_argument("indexer_topk", "k must be in 1..2048");
     Batch b;
@@ -275,7 +409,10 @@ void indexer_batch(const float* q, const float* w, float* scores, int32_t* selec
         }
     }
     const hipStream_t s = static_cast<hipStream_t>(stream);
-    launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, vis, s);
+    if (math == IndexerMath::bf16_mma && indexer_mma_takes(heads, head_dim, q))
+        launch_scores_mma(q, w, scores, b, heads, ratio, stride, vis, s);
+    else
+        launch_scores(q, w, scores, b, heads, head_dim, ratio, stride, vis, s);
     launch_topk(scores, stride, b, ratio, k, selected, selected_count, s);
 }
 

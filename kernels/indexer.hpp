@@ -17,6 +17,24 @@
 
 namespace aff::gpu {
 
+// How the scores are computed. fp32: fp32 dot products on the CUDA cores (the exact path and
+// decode). bf16_mma: the prefill path (calls the forward runs through its GEMMs): q and keys
+// rounded to bf16 (round to nearest even), the heads' dot products on the tensor cores
+// (mma.sync m16n8k16, fp32 accumulation), ReLU and the weighted sum over heads in fp32 — the
+// reference implementation's own precision (model doc §3.11: a bf16 einsum). Taken when
+// indexer_mma_takes; other shapes fall back to fp32.
+enum class IndexerMath { fp32, bf16_mma };
+
+// heads 1..64, head_dim 128, q 16-byte aligned (V4-Flash: 64 × 128).
+bool indexer_mma_takes(int heads, int head_dim, const float* q);
+
+// Error of bf16_mma against the fp32 scores, per score: at most kIndexerMmaErrorFactor times
+// the score's magnitude sum Σ_h |w_h|/√heads · Σ_c |q_hc|·|k_c|/√head_dim (what indexer_scores
+// returns for |q|, |w|, |keys|). Rounding q and k to bf16 (unit roundoff u = 2^-9) changes each
+// product by at most (2u + u²)|q·k|, ReLU does not increase a difference, and both kernels'
+// fp32 sums (≤ 128 + 64 + 16 terms) add at most 2 · 208 · 2^-24 relative to the same sum.
+inline constexpr double kIndexerMmaErrorFactor = 1.0 / 256 + 1.0 / 262144 + 2.5e-5;
+
 // Graph replay: start_at as AttentionArgs::start_at (kernels/attention.hpp); `count` then
 // bounds the entries any start may see (the state's capacity) and shapes the launch.
 
@@ -24,7 +42,7 @@ namespace aff::gpu {
 // heads · head_dim at most 8192 and head_dim a multiple of 4; entries past visible(t) untouched.
 void indexer_scores(const float* q, const float* w, const float* keys, float* scores, int n, int heads, int head_dim,
                     int64_t start, int ratio, int count, int stride, void* stream,
-                    const int32_t* start_at = nullptr);
+                    const int32_t* start_at = nullptr, IndexerMath math = IndexerMath::fp32);
 
 // k at most 2048 (V4-Flash: 512). -0 and +0 are equal scores, as on the CPU.
 void indexer_topk(const float* scores, int n, int stride, int64_t start, int ratio, int count, int k,
@@ -48,7 +66,7 @@ struct IndexerSeq {
 };
 void indexer_batch(const float* q, const float* w, float* scores, int32_t* selected, int32_t* selected_count,
                    const IndexerSeq* seqs, int count, int heads, int head_dim, int ratio, int stride, int k,
-                   void* stream);
+                   void* stream, IndexerMath math = IndexerMath::fp32);
 
 // fp32 dots summed in another order than the CPU. The selection itself is exact: the device
 // test feeds both sides the same scores and requires identical index lists. Scores measured up

@@ -35,8 +35,8 @@
 //   Logits come back to the host; sampling stays on the CPU (libaff/runtime/sampler).
 //   Prefill runs the whole prompt (or each chunk) as one batch. Prefill calls of
 //   gemm_min_tokens (5) or more run FP8 and BF16 projections through fp8_gemm / bf16_gemm and
-//   TQ2875 routed experts through moe_gemm (tokens grouped by expert on the device), on the
-//   tensor cores with bf16 inputs; shapes those refuse, layers with TQ2875R experts (no
+//   TQ2875 routed experts through moe_gemm (tokens grouped by expert on the device), and the
+//   CSA indexer's scores (IndexerMath::bf16_mma), on the tensor cores with bf16 inputs; shapes those refuse, layers with TQ2875R experts (no
 //   rotated input in moe_gemm yet), decode steps and calls of 1–4 tokens take the GEMVs
 //   (fp32 activations).
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16

@@ -90,7 +90,8 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
         for (std::size_t i = 0; i < iseqs.size(); i += kIndexerMaxBatch)
             indexer_batch(qi, wi, scores, selected, selected_count, iseqs.data() + i,
                           static_cast<int>(std::min<std::size_t>(kIndexerMaxBatch, iseqs.size() - i)), Hi, Di,
-                          r.indexer.ratio, scores_stride, c.index_topk, s);
+                          r.indexer.ratio, scores_stride, c.index_topk, s,
+                          use_gemm(n) ? IndexerMath::bf16_mma : IndexerMath::fp32);  // prefill: tensor cores
     }
     mark("attention kernel, ring");
     const std::size_t scratch_per_token = attention_scratch_bytes(1, H, Dh) / 4;

@@ -8,7 +8,9 @@
 //                 wkv/wgate, indexer compressor wkv/wgate, indexer weights_proj
 //   experts       moe_group + moe_gemm (w1, w3, w2) + swiglu + moe_combine over TQ2875 stacks
 //                 of 256 experts, routing uniform at random (6 distinct experts a token)
-//   indexer       indexer_scores + indexer_topk (CSA)
+//   indexer       indexer_scores (IndexerMath::bf16_mma, the tensor cores) + indexer_topk (CSA);
+//                 the fp32 scores kernel (the exact path's, the prefill path's before) is
+//                 timed beside it for comparison, and scores and top-k each alone
 //   attention     attention (window + selected entries / every visible HCA entry) + ring_store
 // Each class is timed for one layer of each kind (sliding, CSA, HCA) at every chunk position
 // (events, median of 3 after a warm-up; attention: one run after a warm-up); the prompt's time is the sum over chunks of
@@ -293,17 +295,29 @@ int main() {
                     w13_only.ms, w13_only.flops / w13_only.ms / 1e9, group_only.ms);
 
         // Position-dependent classes: attention (and the CSA indexer) of the chunk at `start`.
-        auto attention_cost = [&](Kind kind, long long start, Cost& indexer) {
+        struct IndexerSplit {
+            double scores_mma = 0.0, scores_fp32 = 0.0, topk = 0.0;
+        };
+        auto attention_cost = [&](Kind kind, long long start, Cost& indexer, IndexerSplit& split) {
             const int ratio = kind == kCsa ? 4 : 128;
             const int count = kind == kSliding ? 0 : static_cast<int>((start + M) / ratio);
             const int stride = max_prompt / 4;
             indexer = Cost{};
             if (kind == kCsa) {
-                indexer.ms = time_ms(s, [&] {
+                auto scores_by = [&](IndexerMath math) {
                     indexer_scores(qi.as<float>(), wi.as<float>(), ikeys.as<float>(), scores.as<float>(), M, Hi, Di, start,
-                                   ratio, count, stride, hs);
+                                   ratio, count, stride, hs, nullptr, math);
+                };
+                auto topk = [&] {
                     indexer_topk(scores.as<float>(), M, stride, start, ratio, count, Ki, selected.as<int32_t>(),
                                  selected_count.as<int32_t>(), hs);
+                };
+                split.scores_fp32 += time_ms(s, [&] { scores_by(IndexerMath::fp32); });
+                split.scores_mma += time_ms(s, [&] { scores_by(IndexerMath::bf16_mma); });
+                split.topk += time_ms(s, topk);
+                indexer.ms = time_ms(s, [&] {
+                    scores_by(IndexerMath::bf16_mma);
+                    topk();
                 });
                 for (int t = 0; t < M; ++t) indexer.flops += 2.0 * Hi * Di * std::min<long long>(count, (start + t + 1) / ratio);
             }
@@ -347,10 +361,11 @@ int main() {
         double last_figure = 0.0, last_ratio = 0.0;
         for (const int prompt : {4096, 32768}) {
             Cost cls[3][kClasses];  // per kind, summed over the prompt's chunks
+            IndexerSplit split;     // the CSA layer's indexer, summed over the prompt's chunks
             for (long long start = 0; start < prompt; start += M) {
                 for (int kind = 0; kind < 3; ++kind) {
                     Cost idx;
-                    const Cost att = attention_cost(static_cast<Kind>(kind), start, idx);
+                    const Cost att = attention_cost(static_cast<Kind>(kind), start, idx, split);
                     cls[kind][0] += proj_common;
                     if (kind == kCsa) cls[kind][0] += proj_csa;
                     cls[kind][1] += bf_common;
@@ -375,6 +390,11 @@ int main() {
                     if (cls[kind][c].ms > 0) std::printf("  %s %.2f", kClassName[c], cls[kind][c].ms);
                 std::printf("\n");
             }
+            const double idx_flops = cls[kCsa][3].flops;
+            std::printf("  CSA indexer alone, per layer: scores bf16_mma %.2f ms (%.1f TFLOP/s), scores fp32 %.2f ms "
+                        "(%.1f TFLOP/s), top-k %.2f ms; with fp32 scores the 43 layers' indexer would take %.1f ms\n",
+                        split.scores_mma, idx_flops / split.scores_mma / 1e9, split.scores_fp32,
+                        idx_flops / split.scores_fp32 / 1e9, split.topk, 21.0 * (split.scores_fp32 + split.topk));
             std::printf("  43 layers (2 sliding, 21 CSA, 20 HCA), by class:\n");
             for (int c = 0; c < kClasses; ++c)
                 std::printf("    %-26s %9.1f ms %5.1f %%  %7.1f TFLOP  %6.1f TFLOP/s\n", kClassName[c], by_class[c].ms,

@@ -5,13 +5,22 @@
 // with many ties (few distinct values, zeros of both signs), and with fewer candidates than k.
 // indexer_batch: 4 sequences (own keys and positions, start on the host or the device) in one
 // pair of launches, against the CPU and bit for bit against each sequence alone.
+// IndexerMath::bf16_mma (the prefill path: tensor cores, bf16 inputs) against the fp32 kernel on
+// the same inputs: every score within kIndexerMmaErrorFactor of its magnitude sum (the fp32
+// kernel run on |q|, |w|, |keys|), scores past each token's visible entries untouched, the
+// batch call bit-identical to the single one, and the top-k sets the same but where the two
+// kernels' rounding can swap entries: both within twice the token's largest score difference
+// of the fp32 k-th best score.
 #include "device_test.hpp"
 
 #include "aff/core/thread_pool.hpp"
 #include "aff/model/attention_ops.hpp"
 #include "kernels/indexer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 
 using namespace aff::gpu::test;
 
@@ -155,6 +164,111 @@ void run_batch(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry&
     add(rows, "indexer", what + " topk mismatches", mismatches, 0.0);
 }
 
+std::vector<float> absolute(std::vector<float> v) {
+    for (float& x : v) x = std::fabs(x);
+    return v;
+}
+
+void run_mma_case(std::vector<Row>& rows, const Geometry& g, std::int64_t start, int n, bool device_start) {
+    const int count = static_cast<int>((start + n) / g.ratio), stride = std::max(count, 1);
+    const size_t total = static_cast<size_t>(n) * stride;
+    const std::vector<float> q = normal(static_cast<size_t>(n) * g.heads * g.dim);
+    const std::vector<float> w = normal(static_cast<size_t>(n) * g.heads);
+    const std::vector<float> keys = normal(static_cast<size_t>(stride) * g.dim);
+    aff::gpu::Buffer dq = to_device(q), dw = to_device(w), dkeys = to_device(keys);
+    aff::gpu::Buffer aq = to_device(absolute(q)), aw = to_device(absolute(w)), akeys = to_device(absolute(keys));
+    aff::gpu::Buffer dstart = to_device(std::vector<int32_t>{static_cast<int32_t>(start)});
+    const int32_t* start_at = device_start ? dstart.as<int32_t>() : nullptr;
+    const std::int64_t host_start = device_start ? 0 : start;
+    aff::gpu::Buffer dref = poisoned(total), dgot = poisoned(total), dmag = poisoned(total), dbatch = poisoned(total);
+    aff::gpu::Buffer rsel = poisoned(static_cast<size_t>(n) * g.topk, 4), rcnt = poisoned(n, 4);
+    aff::gpu::Buffer gsel = poisoned(static_cast<size_t>(n) * g.topk, 4), gcnt = poisoned(n, 4);
+    aff::gpu::Stream s;
+    using aff::gpu::IndexerMath;
+    aff::gpu::indexer_scores(dq.as<float>(), dw.as<float>(), dkeys.as<float>(), dref.as<float>(), n, g.heads, g.dim,
+                             host_start, g.ratio, count, stride, s.handle(), start_at, IndexerMath::fp32);
+    aff::gpu::indexer_scores(dq.as<float>(), dw.as<float>(), dkeys.as<float>(), dgot.as<float>(), n, g.heads, g.dim,
+                             host_start, g.ratio, count, stride, s.handle(), start_at, IndexerMath::bf16_mma);
+    aff::gpu::indexer_scores(aq.as<float>(), aw.as<float>(), akeys.as<float>(), dmag.as<float>(), n, g.heads, g.dim,
+                             host_start, g.ratio, count, stride, s.handle(), start_at, IndexerMath::fp32);
+    aff::gpu::indexer_topk(dref.as<float>(), n, stride, host_start, g.ratio, count, g.topk, rsel.as<int32_t>(),
+                           rcnt.as<int32_t>(), s.handle(), start_at);
+    aff::gpu::IndexerSeq seq;
+    seq.keys = dkeys.as<float>();
+    seq.n = n;
+    seq.start = host_start;
+    seq.start_at = start_at;
+    seq.count = count;
+    aff::gpu::indexer_batch(dq.as<float>(), dw.as<float>(), dbatch.as<float>(), gsel.as<int32_t>(), gcnt.as<int32_t>(),
+                            &seq, 1, g.heads, g.dim, g.ratio, stride, g.topk, s.handle(), IndexerMath::bf16_mma);
+    s.synchronize();
+    const std::vector<float> want = to_host<float>(dref, total), got = to_host<float>(dgot, total),
+                             mag = to_host<float>(dmag, total), batch = to_host<float>(dbatch, total);
+    const std::vector<int32_t> ref_sel = to_host<int32_t>(rsel, static_cast<size_t>(n) * g.topk),
+                               got_sel = to_host<int32_t>(gsel, static_cast<size_t>(n) * g.topk),
+                               ref_cnt = to_host<int32_t>(rcnt, n), got_cnt = to_host<int32_t>(gcnt, n);
+
+    double worst = 0.0, untouched_bad = 0.0, batch_differing = 0.0, beyond = 0.0, near = 0.0, selected = 0.0;
+    std::vector<float> gv, wv;
+    for (int t = 0; t < n; ++t) {
+        const int vis = aff::visible_entries(count, start + t, g.ratio);
+        const size_t at = static_cast<size_t>(t) * stride;
+        double largest = 0.0;  // the token's largest score difference
+        for (int e = 0; e < stride; ++e) {
+            if (std::memcmp(&got[at + e], &batch[at + e], sizeof(float)) != 0) batch_differing += 1.0;
+            if (e >= vis) {
+                std::uint32_t bits;
+                std::memcpy(&bits, &got[at + e], sizeof bits);
+                untouched_bad += bits != 0xffffffffu;
+                continue;
+            }
+            const double diff = std::fabs(double(got[at + e]) - want[at + e]);
+            largest = std::max(largest, diff);
+            worst = std::max(worst, diff / (aff::gpu::kIndexerMmaErrorFactor * mag[at + e]));
+            gv.push_back(got[at + e]);
+            wv.push_back(want[at + e]);
+        }
+        // Top-k sets: fp32 scores' against the tensor cores' (from the batch call).
+        const int keep = ref_cnt[t];
+        if (got_cnt[t] != keep || keep != std::min(vis, g.topk)) {
+            beyond += 1.0;
+            continue;
+        }
+        selected += keep;
+        std::vector<int32_t> a(ref_sel.begin() + static_cast<std::ptrdiff_t>(t) * g.topk,
+                               ref_sel.begin() + static_cast<std::ptrdiff_t>(t) * g.topk + keep);
+        std::vector<int32_t> b(got_sel.begin() + static_cast<std::ptrdiff_t>(t) * g.topk,
+                               got_sel.begin() + static_cast<std::ptrdiff_t>(t) * g.topk + keep);
+        double kth = INFINITY;
+        for (const int32_t e : a) kth = std::min(kth, double(want[at + e]));
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        std::vector<int32_t> diff;
+        std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(diff));
+        for (const int32_t e : diff) {
+            if (e < 0 || e >= vis) {
+                beyond += 1.0;
+                continue;
+            }
+            // A swap of e for f needs |want − kth| ≤ diff(e) + diff(f) ≤ 2·largest for both.
+            if (std::fabs(double(want[at + e]) - kth) <= 2.0 * largest)
+                near += 1.0;
+            else
+                beyond += 1.0;
+        }
+    }
+    const std::string what = std::string(g.name) + " start " + std::to_string(start) + " n " + std::to_string(n) + " (" +
+                             std::to_string(count) + " keys" + (device_start ? ", start on the device" : "") + ") mma";
+    add(rows, "indexer", what + " scores max |diff| / rounding bound", worst, 1.0);
+    // Relative rounding of each product, RMS about √(2/3)·2^-9: NMSE about 5e-6 on these inputs.
+    add(rows, "indexer", what + " scores nmse vs fp32", gv.empty() ? 0.0 : nmse(gv, wv), 1e-4);
+    add(rows, "indexer", what + " scores past visible written", untouched_bad, 0.0);
+    add(rows, "indexer", what + " batch scores differing from single", batch_differing, 0.0);
+    add(rows, "indexer", what + " topk differences beyond the rounding margin", beyond, 0.0);
+    // Entries within the margin of the k-th score: a few in a thousand on random scores.
+    add(rows, "indexer", what + " topk differences at near-ties (fraction)", selected > 0 ? near / selected : 0.0, 0.02);
+}
+
 }  // namespace
 
 AFF_DEVICE_TEST("indexer") {
@@ -169,4 +283,9 @@ AFF_DEVICE_TEST("indexer") {
                 run_case(rows, threads, g, sp.start, sp.n, kind);
     for (const Geometry& g : {tiny, flash})
         for (bool device_start : {false, true}) run_batch(rows, threads, g, device_start);
+    for (const auto& [geo, start, n, device_start] :
+         {std::tuple{flash, std::int64_t{0}, 200, false}, std::tuple{flash, std::int64_t{8192}, 300, false},
+          std::tuple{flash, std::int64_t{70003}, 37, true}, std::tuple{flash, std::int64_t{30001}, 129, false},
+          std::tuple{tiny, std::int64_t{1000}, 37, false}, std::tuple{tiny, std::int64_t{0}, 130, true}})
+        run_mma_case(rows, geo, start, n, device_start);
 }
