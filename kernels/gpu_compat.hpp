@@ -79,6 +79,7 @@ struct dim3 {
 #define AFF_LAUNCH_BOUNDS_PICK(_1, _2, name, ...) name
 #define __launch_bounds__(...) AFF_LAUNCH_BOUNDS_PICK(__VA_ARGS__, AFF_LAUNCH_BOUNDS_2, AFF_LAUNCH_BOUNDS_1)(__VA_ARGS__)
 struct alignas(8) float2 { float x, y; };
+struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 typedef struct ihipStream_t* hipStream_t;
