@@ -32,13 +32,6 @@ constexpr double kBatchMaxNmse = 1e-12;   // batched GEMVs may sum in another or
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-std::vector<std::int32_t> random_tokens(int n, int vocab) {
-    std::uniform_int_distribution<int> tok(0, vocab - 1);
-    std::vector<std::int32_t> v(n);
-    for (auto& t : v) t = tok(rng());
-    return v;
-}
-
 // Prompt as one prefill, then kSteps greedy steps, on a model with and one without graphs.
 void graphs_match(const std::string& name, const aff::Model& cpu, const aff::Checkpoint* ck, std::vector<Row>& rows) {
     aff::gpu::GpuOptions with, without;

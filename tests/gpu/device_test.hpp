@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -81,6 +82,22 @@ inline std::vector<float> normal(size_t n, float mean = 0.0f, float stddev = 1.0
     std::vector<float> v(n);
     for (float& x : v) x = d(rng());
     return v;
+}
+
+// n token ids drawn uniformly from the vocabulary (prompts of the forward-level tests).
+inline std::vector<std::int32_t> random_tokens(int n, int vocab) {
+    std::uniform_int_distribution<int> tok(0, vocab - 1);
+    std::vector<std::int32_t> v(n);
+    for (auto& t : v) t = tok(rng());
+    return v;
+}
+
+// Floats whose bits differ (bit-exactness checks; a size mismatch counts as the longer size).
+inline long long differing(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return static_cast<long long>(std::max(a.size(), b.size()));
+    long long d = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
+    return d;
 }
 
 // The host/device copies shared with aff-gpucheck (aff/gpu/host_copy.hpp).

@@ -35,20 +35,6 @@ constexpr int kSteps = 20;
 
 int argmax(const float* v, int n) { return static_cast<int>(std::max_element(v, v + n) - v); }
 
-std::vector<std::int32_t> random_tokens(int n, int vocab) {
-    std::uniform_int_distribution<int> tok(0, vocab - 1);
-    std::vector<std::int32_t> v(n);
-    for (auto& t : v) t = tok(rng());
-    return v;
-}
-
-long long differing(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return static_cast<long long>(std::max(a.size(), b.size()));
-    long long d = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
-    return d;
-}
-
 struct Split {
     std::vector<int> devices, layers;  // layers empty: planned
 };

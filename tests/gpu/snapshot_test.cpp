@@ -38,20 +38,6 @@ int argmax(const std::vector<float>& v, int V) {
     return static_cast<int>(std::max_element(v.end() - V, v.end()) - (v.end() - V));
 }
 
-std::vector<std::int32_t> random_tokens(int n, int vocab) {
-    std::uniform_int_distribution<int> tok(0, vocab - 1);
-    std::vector<std::int32_t> v(n);
-    for (auto& t : v) t = tok(rng());
-    return v;
-}
-
-long long differing(const std::vector<float>& a, const std::vector<float>& b) {
-    if (a.size() != b.size()) return static_cast<long long>(std::max(a.size(), b.size()));
-    long long d = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
-    return d;
-}
-
 // Bytes a state at position p uses, from the config alone: ring rows, and per compressor its
 // pending windows, previous windows (CSA) and entries. regions counts the stretches summed.
 std::size_t used_bytes(const aff::ModelConfig& c, std::int64_t p, int& regions) {
