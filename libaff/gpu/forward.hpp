@@ -211,6 +211,13 @@ public:
     std::size_t decode_state_read_bytes(std::int64_t position) const;
 
 private:
+    // snapshot and restore: the bytes of `ranges` of st's part buffers into to_host (snapshot)
+    // or from from_host (restore; the other pointer null), packed one after another, after
+    // checking st is this model's; returns once every part's stream is done (snapshot's bytes
+    // complete, restore's source free to go).
+    void copy_state(const GpuDecodeState& st, const std::vector<StateRange>& ranges, std::uint8_t* to_host,
+                    const std::uint8_t* from_host, const char* what) const;
+
     struct Impl;
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed

@@ -16,8 +16,7 @@ void GpuModel::Impl::check_call(const GpuDecodeState& st, std::span<const std::i
         if (t < 0 || t >= V)
             throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) +
                         ")");
-    const Buffer* mine = state_of(st);
-    if (attention_on_gpu ? !mine || mine->size() < state_bytes : st.attention.layers.size() != std::size_t(c.num_layers))
+    if (attention_on_gpu ? !holds(st) : st.attention.layers.size() != std::size_t(c.num_layers))
         throw_internal("forward: decode state belongs to another model");
     if (attention_on_gpu && st.position + n > max_context)
         throw_usage("the sequence would reach " + std::to_string(st.position + n) + " tokens, over the GPU state's " +

@@ -235,6 +235,11 @@ struct GpuModel::Impl {
         if (index == 0) return &st.device;
         return std::size_t(index) <= st.next_devices.size() ? &st.next_devices[index - 1] : nullptr;
     }
+    // Whether `st` has this part's state buffer at this model's size (a state of this model).
+    bool holds(const GpuDecodeState& st) const {
+        const Buffer* b = state_of(st);
+        return b && b->size() >= state_bytes;
+    }
 
     std::size_t reserve(std::size_t bytes, std::size_t& counter);
     std::size_t put_floats(const std::vector<float>& v, std::size_t& counter);

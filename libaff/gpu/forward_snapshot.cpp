@@ -61,6 +61,34 @@ std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
     return out;
 }
 
+void GpuModel::copy_state(const GpuDecodeState& st, const std::vector<StateRange>& ranges, std::uint8_t* to_host,
+                          const std::uint8_t* from_host, const char* what) const {
+    for (const auto& part : shards_)
+        if (!part->holds(st)) throw_internal(std::string(what) + ": decode state belongs to another model");
+    std::size_t at = 0;
+    for (const StateRange& r : ranges) {
+        const Impl& part = *shards_[r.part];
+        use_device(part.device);
+        std::uint8_t* dev = part.state_of(st)->as<std::uint8_t>() + r.offset;
+        if (to_host) part.stream.copy(to_host + at, dev, r.bytes);
+        else part.stream.copy(dev, from_host + at, r.bytes);
+        at += r.bytes;
+    }
+    for (const auto& part : shards_) {
+        use_device(part->device);
+        part->stream.synchronize();
+    }
+    use_device(shards_.front()->device);
+}
+
+namespace {
+std::size_t total_bytes(const std::vector<StateRange>& ranges) {
+    std::size_t total = 0;
+    for (const StateRange& r : ranges) total += r.bytes;
+    return total;
+}
+}  // namespace
+
 GpuStateSnapshot GpuModel::snapshot(const GpuDecodeState& st) const {
     const Impl& m = *shards_.front();
     GpuStateSnapshot s;
@@ -70,26 +98,9 @@ GpuStateSnapshot GpuModel::snapshot(const GpuDecodeState& st) const {
         s.attention = st.attention;
         return s;
     }
-    for (const auto& part : shards_) {
-        const Buffer* b = part->state_of(st);
-        if (!b || b->size() < part->state_bytes) throw_internal("snapshot: decode state belongs to another model");
-    }
     const std::vector<StateRange> ranges = snapshot_ranges(st.position);
-    std::size_t total = 0;
-    for (const StateRange& r : ranges) total += r.bytes;
-    s.device.resize(total);
-    std::size_t at = 0;
-    for (const StateRange& r : ranges) {
-        const Impl& part = *shards_[r.part];
-        use_device(part.device);
-        part.stream.copy(s.device.data() + at, part.state_of(st)->as<std::uint8_t>() + r.offset, r.bytes);
-        at += r.bytes;
-    }
-    for (const auto& part : shards_) {
-        use_device(part->device);
-        part->stream.synchronize();
-    }
-    use_device(m.device);
+    s.device.resize(total_bytes(ranges));
+    copy_state(st, ranges, s.device.data(), nullptr, "snapshot");
     return s;
 }
 
@@ -101,28 +112,12 @@ void GpuModel::restore(GpuDecodeState& st, const GpuStateSnapshot& s) const {
         st.position = s.position;
         return;
     }
-    for (const auto& part : shards_) {
-        const Buffer* b = part->state_of(st);
-        if (!b || b->size() < part->state_bytes) throw_internal("restore: decode state belongs to another model");
-    }
     const std::vector<StateRange> ranges = snapshot_ranges(s.position);
-    std::size_t total = 0;
-    for (const StateRange& r : ranges) total += r.bytes;
+    const std::size_t total = total_bytes(ranges);
     if (total != s.device.size())
         throw_internal("restore: the snapshot holds " + std::to_string(s.device.size()) + " bytes, position " +
                        std::to_string(s.position) + " needs " + std::to_string(total));
-    std::size_t at = 0;
-    for (const StateRange& r : ranges) {
-        const Impl& part = *shards_[r.part];
-        use_device(part.device);
-        part.stream.copy(part.state_of(st)->as<std::uint8_t>() + r.offset, s.device.data() + at, r.bytes);
-        at += r.bytes;
-    }
-    for (const auto& part : shards_) {  // the host bytes may go once restore returns; the next call reads these
-        use_device(part->device);
-        part->stream.synchronize();
-    }
-    use_device(m.device);
+    copy_state(st, ranges, nullptr, s.device.data(), "restore");
     st.position = s.position;
 }
 
