@@ -8,7 +8,7 @@
 // allows it.
 #include "kernels/attention.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/attention_keys.hpp"
 #include "kernels/device_common.hpp"
 

@@ -16,7 +16,7 @@
 // stay within attention_max_nmse of the CPU (tensor cores would not: bf16 rounds the keys).
 #include "kernels/attention.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/attention_keys.hpp"
 #include "kernels/device_common.hpp"
 

@@ -12,7 +12,7 @@
 // its outputs are written (not earlier: see the end of the kernel).
 #include "kernels/bf16_gemv.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
 

@@ -8,7 +8,7 @@
 // a decode batch and both compressors of a CSA layer.
 #include "kernels/compressor.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

@@ -4,7 +4,7 @@
 // per block so each weight is read once per chunk; the indexed form has one job per block row.
 #include "kernels/dense_gemv.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

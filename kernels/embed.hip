@@ -1,7 +1,7 @@
 // Embedding gather (contract in embed.hpp): one thread per output element.
 #include "kernels/embed.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

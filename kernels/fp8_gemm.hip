@@ -6,7 +6,7 @@
 // registers before the current step's products, so memory and tensor cores overlap.
 #include "kernels/fp8_gemm.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/mma_tile.hpp"
 
 namespace aff::gpu {

@@ -16,7 +16,7 @@
 // batch 1..4 × kRows 8 with the portable decoder on NVIDIA (tested there for AMD's sake).
 #include "kernels/fp8_gemv.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
 

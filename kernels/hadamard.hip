@@ -6,7 +6,7 @@
 // the host with quant::rotate's expression, so the two agree bit for bit.
 #include "kernels/hadamard.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 #include <cmath>

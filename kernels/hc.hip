@@ -7,7 +7,7 @@
 // their small arrays stay in registers.
 #include "kernels/hc.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
 

@@ -17,7 +17,7 @@
 // k keys at or above it are gathered and sorted in shared memory (bitonic).
 #include "kernels/indexer.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/mma_tile.hpp"
 

@@ -12,7 +12,7 @@
 // registers before the current step's products.
 #include "kernels/moe_gemm.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/mma_tile.hpp"
 #include "kernels/tq2875_decode.hpp"
 

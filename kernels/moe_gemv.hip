@@ -14,7 +14,7 @@
 // data-dependent branch; block scale applied once per block.
 #include "kernels/moe_gemv.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
 

@@ -21,7 +21,7 @@
 // table or the stages, not both).
 #include "kernels/moe_gemv.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 #include <algorithm>

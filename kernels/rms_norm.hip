@@ -5,7 +5,7 @@
 // thread writes them), in the same float operations as the two kernels one after the other.
 #include "kernels/rms_norm.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

@@ -2,7 +2,7 @@
 // table arrives by value in the kernel parameters, so no table lives in device memory.
 #include "kernels/rope.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

@@ -4,7 +4,7 @@
 // read the token's tid2eid row instead. Thread 0 then normalises the k weights.
 #include "kernels/router_topk.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

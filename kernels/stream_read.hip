@@ -3,8 +3,7 @@
 // store keeps the compiler from dropping them.
 #include "kernels/stream_read.hpp"
 
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // SwiGLU and MoE combine kernels (contract in swiglu.hpp): one thread per output element.
 #include "kernels/swiglu.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 namespace aff::gpu {

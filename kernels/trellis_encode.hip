@@ -17,7 +17,7 @@
 // traceback: 11,264 floats (44 KiB) per block.
 #include "kernels/trellis_encode.hpp"
 
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
 #if defined(AFF_GPU_IS_CUDA)

@@ -2,8 +2,8 @@
 // forward against the CPU reference forward; one line per check (op, what, max relative
 // error, threshold, PASS/FAIL) or one JSON object, exit status 1 when any check fails. The
 // checks are libaff/gpu/gpucheck.cpp; this file maps flags to options.
-#include "aff/gpu/gpucheck.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/gpu/gpucheck.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 

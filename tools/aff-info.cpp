@@ -2,9 +2,9 @@
 // weight, profile, codebook, provenance), as text or one JSON object; --tensors lists
 // the directory. Reads the directory only, never tensor bytes (no hashing).
 // The work is libaff/container/info.cpp; this file maps flags to it.
-#include "aff/container/container.hpp"
-#include "aff/container/info.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/container/info.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>

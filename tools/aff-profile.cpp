@@ -2,10 +2,10 @@
 // counts, or reads a profile file, and prints per-layer summaries and the busiest
 // experts (text or --json); --out writes the standalone profile file
 // (formats/expert-profile.md). The work is libaff/quant/expert_profile.cpp.
-#include "aff/core/error.hpp"
-#include "aff/quant/expert_profile.hpp"
-#include "aff/quant/imatrix.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/expert_profile.hpp"
+#include "libaff/quant/imatrix.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cstdint>

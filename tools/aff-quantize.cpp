@@ -4,10 +4,10 @@
 // work is libaff/quant/quantize_model.cpp; this file maps flags and prints a summary.
 // The Viterbi searches run on a GPU when one is visible (--gpus 0: the CPU); the bytes
 // are the same either way.
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/quantize_model.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/block_search_choice.hpp"
+#include "libaff/quant/quantize_model.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
         opt.created = aff::quant::default_creation_time();
         auto progress = common.progress();
         aff::ThreadPool pool(threads);
-        const std::unique_ptr<aff::quant::BlockSearch> search = aff::quant::open_block_search(gpus);
+        const std::unique_ptr<aff::quant::BlockSearch> search = aff::gpu::open_block_search(gpus);
         opt.matrix.search = search.get();
         if (search) progress->note("aff-quantize: searching on " + search->describe());
         const aff::quant::QuantizeReport r = aff::quant::quantize_checkpoint(opt, pool, *progress);

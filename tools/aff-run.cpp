@@ -3,17 +3,17 @@
 // otherwise, printing text (or token ids) as it is generated and a closing line with
 // prefill and decode speed; plus diagnostics: token and logits dumps, forced
 // continuations, truncated stacks. The loop is libaff/runtime/generate.cpp; this file maps flags.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/backend.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/runtime/generate.hpp"
-#include "aff/runtime/logits_file.hpp"
-#include "aff/runtime/model_tokenizer.hpp"
-#include "aff/runtime/sampler.hpp"
-#include "aff/runtime/token_list.hpp"
-#include "aff/tokenizer/tokenizer.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/backend.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/generate.hpp"
+#include "libaff/runtime/logits_file.hpp"
+#include "libaff/runtime/model_tokenizer.hpp"
+#include "libaff/runtime/sampler.hpp"
+#include "libaff/runtime/token_list.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 

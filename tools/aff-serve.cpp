@@ -1,13 +1,13 @@
 // aff-serve: an OpenAI-compatible HTTP server (chat completions, completions, models,
 // health, metrics) over one engine. The API, queueing and HTTP live in libaff/serve;
 // this file maps flags to options, loads the engine and runs the server.
-#include "aff/core/error.hpp"
-#include "aff/core/units.hpp"
-#include "aff/serve/http_server.hpp"
-#include "aff/serve/model_engine.hpp"
-#include "aff/serve/service.hpp"
-#include "aff/serve/test_engine.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/units.hpp"
+#include "libaff/serve/http_server.hpp"
+#include "libaff/serve/model_engine.hpp"
+#include "libaff/serve/service.hpp"
+#include "libaff/serve/test_engine.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 

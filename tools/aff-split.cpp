@@ -1,10 +1,10 @@
 // aff-split: cuts a large file into byte-exact parts FILE.part-00001-of-0000N that
 // `cat` reassembles, and writes a SHA256SUMS for the parts and the whole file, reading
 // the input once. The work is libaff/container/split.cpp; this file maps flags to it.
-#include "aff/container/split.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/units.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/container/split.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/units.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>

@@ -2,9 +2,9 @@
 // parallel), a container's structure and every tensor digest, or the parts of a split
 // as their concatenation (--parts) without writing it. Exit 0 only if everything
 // checks. The checks are libaff/container/verify.cpp; this file maps flags to them.
-#include "aff/container/verify.hpp"
-#include "aff/core/error.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/container/verify.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>

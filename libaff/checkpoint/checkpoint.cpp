@@ -1,9 +1,9 @@
 // Opening HF checkpoint directories and decoding their tensors (see checkpoint.hpp).
-#include "aff/checkpoint/checkpoint.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
 
-#include "aff/checkpoint/tensor_names.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/checkpoint/tensor_names.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <algorithm>
 #include <cstring>

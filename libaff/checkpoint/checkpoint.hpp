@@ -8,10 +8,10 @@
 // Problems are one aff::Error naming the file and the tensor.
 #pragma once
 
-#include "aff/checkpoint/dtype.hpp"
-#include "aff/checkpoint/safetensors.hpp"
-#include "aff/checkpoint/tensor_reader.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/checkpoint/dtype.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
+#include "libaff/checkpoint/tensor_reader.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // Decoding of the small float formats (see dtype.hpp and model doc §2.1).
-#include "aff/checkpoint/dtype.hpp"
+#include "libaff/checkpoint/dtype.hpp"
 
 #include <cmath>
 #include <cstring>

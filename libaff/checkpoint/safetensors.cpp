@@ -1,7 +1,7 @@
 // Safetensors header parsing with bounds checks on every field (see safetensors.hpp).
-#include "aff/checkpoint/safetensors.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -5,8 +5,8 @@
 // aff::Error naming the file and the tensor. Files are memory-mapped, never copied.
 #pragma once
 
-#include "aff/checkpoint/dtype.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/checkpoint/dtype.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Rename tables between transformers' and the official DeepSeek-V4 tensor names (see
 // tensor_names.hpp; the correspondence is model doc §2.7, checked against what
 // transformers 5.17 actually writes: tests/oracle/make_model_fixtures.py).
-#include "aff/checkpoint/tensor_names.hpp"
+#include "libaff/checkpoint/tensor_names.hpp"
 
 #include <cctype>
 #include <string_view>

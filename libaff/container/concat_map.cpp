@@ -1,8 +1,8 @@
 // A PROT_NONE reservation of the whole length, then each file mapped over its slice
 // with MAP_FIXED; unmapping the reservation releases everything at once.
-#include "aff/container/concat_map.hpp"
+#include "libaff/container/concat_map.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cerrno>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
 // Opening and validating an .aff container (formats/container.md §3-8). The checks run
 // in the spec's order: header, section table, sections, metadata, directory, layout,
 // config. Every failure names the file and then the section/tensor/extent/field.
-#include "aff/container/container.hpp"
+#include "libaff/container/container.hpp"
 
-#include "aff/container/layout.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <algorithm>
 #include <cstdio>

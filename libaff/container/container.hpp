@@ -7,9 +7,9 @@
 // the extents this returns.
 #pragma once
 
-#include "aff/container/storage_type.hpp"
-#include "aff/container/tensor_names.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/container/storage_type.hpp"
+#include "libaff/container/tensor_names.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <nlohmann/json.hpp>
 

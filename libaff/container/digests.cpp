@@ -2,10 +2,10 @@
 // atomic counter because their sizes differ by six orders of magnitude (a norm vs the
 // embedding); results land in per-tensor slots so the report's order is the
 // directory's whatever the scheduling.
-#include "aff/container/digests.hpp"
+#include "libaff/container/digests.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <atomic>
 #include <mutex>

@@ -3,9 +3,9 @@
 // half (aff-verify, and --verify of the tools that load a container).
 #pragma once
 
-#include "aff/container/container.hpp"
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
 // Summaries of a container for aff-info (see info.hpp). Reads only the directory.
-#include "aff/container/info.hpp"
+#include "libaff/container/info.hpp"
 
-#include "aff/core/hash.hpp"
-#include "aff/core/units.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/units.hpp"
 
 #include <cstdio>
 #include <sstream>

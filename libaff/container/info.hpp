@@ -4,7 +4,7 @@
 // directory alone: no tensor byte is read, so it is instant on a 160 GB file.
 #pragma once
 
-#include "aff/container/container.hpp"
+#include "libaff/container/container.hpp"
 
 #include <nlohmann/json.hpp>
 

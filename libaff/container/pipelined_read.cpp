@@ -1,8 +1,8 @@
 // Two buffers: while the sinks consume buffer k%2, buffer (k+1)%2 is being filled. Also the
 // read-ahead file handle its callers (and sha256_file) open.
-#include "aff/container/pipelined_read.hpp"
+#include "libaff/container/pipelined_read.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,7 +4,7 @@
 // busy on a 2-core machine without ever holding more than two blocks.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -1,10 +1,10 @@
 // Parsing and writing of SHA256SUMS lines, and the streaming file hasher used by
 // aff-verify -c (see sha256sums.hpp).
-#include "aff/container/sha256sums.hpp"
+#include "libaff/container/sha256sums.hpp"
 
-#include "aff/container/pipelined_read.hpp"
+#include "libaff/container/pipelined_read.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cerrno>
 #include <fcntl.h>

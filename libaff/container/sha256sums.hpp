@@ -4,8 +4,8 @@
 // writes them for Hub uploads; aff-verify -c checks them.
 #pragma once
 
-#include "aff/core/hash.hpp"
-#include "aff/core/progress.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/progress.hpp"
 
 #include <string>
 #include <string_view>

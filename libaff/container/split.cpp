@@ -1,13 +1,13 @@
 // aff-split's work (see split.hpp). The whole-file hash and the part's hash+write are
 // two sinks of pipelined_read, so the input is read once and both hashes run at once.
-#include "aff/container/split.hpp"
+#include "libaff/container/split.hpp"
 
-#include "aff/container/pipelined_read.hpp"
-#include "aff/container/sha256sums.hpp"
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/core/units.hpp"
+#include "libaff/container/pipelined_read.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/core/units.hpp"
 
 #include <cerrno>
 #include <cstdio>

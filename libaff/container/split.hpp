@@ -6,8 +6,8 @@
 // failed or interrupted split leaves nothing under a final name.
 #pragma once
 
-#include "aff/core/hash.hpp"
-#include "aff/core/progress.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/progress.hpp"
 
 #include <nlohmann/json.hpp>
 

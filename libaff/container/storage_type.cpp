@@ -1,5 +1,5 @@
 // The table of storage types (formats/container.md §6, same rows in the same order).
-#include "aff/container/storage_type.hpp"
+#include "libaff/container/storage_type.hpp"
 
 #include <array>
 #include <string>

@@ -1,5 +1,5 @@
 // Parsing of canonical tensor names (see tensor_names.hpp).
-#include "aff/container/tensor_names.hpp"
+#include "libaff/container/tensor_names.hpp"
 
 namespace aff {
 namespace {

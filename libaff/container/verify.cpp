@@ -1,13 +1,13 @@
 // The checks behind aff-verify (see verify.hpp for what each proves).
-#include "aff/container/verify.hpp"
+#include "libaff/container/verify.hpp"
 
-#include "aff/container/concat_map.hpp"
-#include "aff/container/layout.hpp"
-#include "aff/container/pipelined_read.hpp"
-#include "aff/container/sha256sums.hpp"
-#include "aff/container/split.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/units.hpp"
+#include "libaff/container/concat_map.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/container/pipelined_read.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/container/split.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/units.hpp"
 
 #include <atomic>
 #include <cerrno>

@@ -9,7 +9,7 @@
 // the tool stays thin.
 #pragma once
 
-#include "aff/container/digests.hpp"
+#include "libaff/container/digests.hpp"
 
 #include <nlohmann/json.hpp>
 

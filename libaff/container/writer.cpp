@@ -1,10 +1,10 @@
 // ContainerWriter: streams tensor bytes into the data section, then writes the
 // metadata, directory and section table behind it and the header in front
 // (formats/container.md §3-7, "What a writer must do").
-#include "aff/container/writer.hpp"
+#include "libaff/container/writer.hpp"
 
-#include "aff/container/layout.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 

@@ -7,9 +7,9 @@
 // contiguous 4096-aligned extent.
 #pragma once
 
-#include "aff/container/container.hpp"
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <nlohmann/json.hpp>
 

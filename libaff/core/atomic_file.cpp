@@ -1,7 +1,7 @@
 // AtomicFile and the registry of temporaries that the SIGINT handler cleans up.
-#include "aff/core/atomic_file.hpp"
+#include "libaff/core/atomic_file.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <array>
 #include <atomic>

@@ -1,5 +1,5 @@
 // Construction and rendering of aff::Error (see error.hpp for why it looks like this).
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstring>
 

@@ -1,7 +1,7 @@
 // XXH3 through libxxhash, SHA-256 through OpenSSL's EVP interface.
-#include "aff/core/hash.hpp"
+#include "libaff/core/hash.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <openssl/evp.h>
 #include <xxhash.h>

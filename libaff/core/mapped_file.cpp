@@ -1,7 +1,7 @@
 // POSIX implementation of MappedFile.
-#include "aff/core/mapped_file.hpp"
+#include "libaff/core/mapped_file.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cerrno>
 #include <fcntl.h>

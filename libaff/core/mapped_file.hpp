@@ -2,7 +2,7 @@
 // files are all read through it, so a 160 GB model costs address space, not RAM.
 #pragma once
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // ThreadPool: workers wait for a generation counter to change, run their share of the
 // current job, and report back; no task queue is needed for parallel_for alone.
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <algorithm>
 #include <exception>

@@ -1,8 +1,8 @@
 // Parsing and formatting of sizes, rates and durations.
-#include "aff/core/units.hpp"
+#include "libaff/core/units.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/progress.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/progress.hpp"
 
 #include <cctype>
 #include <cmath>

@@ -1,15 +1,15 @@
 // ForwardBackend::open (backend.hpp): the CPU reference wrapper, and in GPU builds the GPU
 // model wrapper and the choice between them.
-#include "aff/gpu/backend.hpp"
+#include "libaff/gpu/backend.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #if defined(AFF_HAVE_GPU)
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/container.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/container_tensors.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/container_tensors.hpp"
 
 #include <algorithm>
 #include <filesystem>

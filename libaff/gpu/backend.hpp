@@ -5,7 +5,7 @@
 // HIP_VISIBLE_DEVICES through the runtime.
 #pragma once
 
-#include "aff/model/forward.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,9 +1,9 @@
 // The one file of libaff that calls the HIP/CUDA runtime directly (device.hpp says why).
 // Errors become aff::Error of kind device through AFF_GPU_CHECK (check.hpp).
-#include "aff/gpu/device.hpp"
+#include "libaff/gpu/device.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/gpu/check.hpp"
+#include "libaff/core/error.hpp"
+#include "kernels/check.hpp"
 
 #include "gpu_compat.hpp"
 

@@ -53,7 +53,7 @@
 // Any other ExpertSource (small shapes, unquantised container experts) is read through its
 // matvec at load into the dense stacks, for small models only.
 // Several GPUs (GpuOptions::devices, --gpus N): the layers are split into contiguous ranges,
-// one per device (a layer split; libaff/runtime/layer_split.hpp plans it from each device's
+// one per device (a layer split; libaff/placement/layer_split.hpp plans it from each device's
 // free memory). Each device holds only its layers' weights (the first also the embedding, the
 // last the hyper head, final norm and head), its own activations, stream, captured graphs and
 // its part of every sequence's state; between devices the residual stream (the mHC streams
@@ -65,8 +65,8 @@
 // Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
 #pragma once
 
-#include "aff/gpu/device.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,8 +1,8 @@
 // The attention block on the GPU (model doc §3.4-3.8, Model::attention step by step):
 // projections, norms, RoPE, the compressors and the indexer, the attention kernel over the
 // ring and the compressed entries, the grouped output projection.
-#include "aff/gpu/forward_impl.hpp"
-#include "aff/gpu/forward_rope.hpp"
+#include "libaff/gpu/forward_impl.hpp"
+#include "libaff/gpu/forward_rope.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/fp8_gemv.hpp"

@@ -1,8 +1,8 @@
 // The calls of GpuModel (forward_impl.hpp): forward (a prompt or chunk), decode (one token for
 // each of 1..4 sequences, replayed from captured graphs), the per-op-class step profile and
 // the bytes a decode step must read.
-#include "aff/core/error.hpp"
-#include "aff/gpu/forward_impl.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/forward_impl.hpp"
 
 #include <algorithm>
 

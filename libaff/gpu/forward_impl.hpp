@@ -3,10 +3,10 @@
 // declaration block. Not a public header: nothing outside libaff/gpu/forward_*.cpp includes it.
 #pragma once
 
-#include "aff/gpu/codebook_experts.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/model/codebook_experts.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/forward.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/hc.hpp"

@@ -1,6 +1,6 @@
 // The layer loop of the GPU forward (Model::layer_forward): embedding, mHC around attention
 // and MoE with their norms, then the hyper head, the final norm and the head.
-#include "aff/gpu/forward_impl.hpp"
+#include "libaff/gpu/forward_impl.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/rms_norm.hpp"
 

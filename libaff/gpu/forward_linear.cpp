@@ -2,7 +2,7 @@
 // (or fp8_gemm for prefill calls), BF16 ones through bf16_gemv (or bf16_gemm for prefill
 // calls), F32 ones and shapes bf16_gemv refuses through dense_gemv; and the head's dense
 // rows (dense_rows); two FP8 maps over the same input in one launch (apply_pair).
-#include "aff/gpu/forward_impl.hpp"
+#include "libaff/gpu/forward_impl.hpp"
 #include "kernels/bf16_gemv.hpp"
 #include "kernels/fp8_gemm.hpp"
 #include "kernels/fp8_gemv.hpp"

@@ -1,10 +1,10 @@
 // GpuModel's construction (forward_impl.hpp): where attention runs, the per-sequence state and
 // activation layouts, the memory check against free VRAM and the cap, the arena upload; and
 // the small queries (describe, memory_plan, new_state).
-#include "aff/core/error.hpp"
-#include "aff/core/units.hpp"
-#include "aff/gpu/forward_impl.hpp"
-#include "aff/runtime/layer_split.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/units.hpp"
+#include "libaff/gpu/forward_impl.hpp"
+#include "libaff/placement/layer_split.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/indexer.hpp"
 #include "kernels/moe_gemm.hpp"

@@ -1,6 +1,6 @@
 // The MoE block on the GPU (model doc §3.9, Model::moe): shared expert, router, routed experts
 // (codebook-stored through moe_gemv_routed or moe_gemm, or dense stacks), combine.
-#include "aff/gpu/forward_impl.hpp"
+#include "libaff/gpu/forward_impl.hpp"
 #include "kernels/hadamard.hpp"
 #include "kernels/moe_gemm.hpp"
 #include "kernels/moe_gemv.hpp"

@@ -1,7 +1,7 @@
 // See forward_rope.hpp.
-#include "aff/gpu/forward_rope.hpp"
+#include "libaff/gpu/forward_rope.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
 

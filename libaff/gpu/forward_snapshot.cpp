@@ -4,8 +4,8 @@
 // the last min(p, W) tokens, the compressors' pending and previous windows and the p / ratio
 // entries emitted so far (kernels/attention.hpp, kernels/compressor.hpp state contracts), so
 // a snapshot of a short prompt costs a small part of the buffer.
-#include "aff/core/error.hpp"
-#include "aff/gpu/forward_impl.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/forward_impl.hpp"
 
 #include <algorithm>
 

@@ -2,10 +2,10 @@
 // which form (FP8 as the model file stores it, else exact BF16 or F32; routed experts
 // codebook-stored or as dense stacks), planned before anything is allocated; the bytes are
 // produced when the arena is filled (Upload).
-#include "aff/checkpoint/tensor_reader.hpp"
-#include "aff/core/error.hpp"
-#include "aff/gpu/forward_impl.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/checkpoint/tensor_reader.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/forward_impl.hpp"
+#include "libaff/quant/matrix.hpp"
 #include "kernels/hadamard.hpp"
 
 #include <algorithm>

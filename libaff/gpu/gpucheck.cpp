@@ -23,10 +23,10 @@
 //                a wrong FP8 block scale by far more: both stay 10× above the threshold.
 //   0            selections (router ids, indexer top-k) given identical scores: exact.
 //   1e-3         end-to-end logits: the per-op errors above, through every layer and the head.
-#include "aff/gpu/gpucheck.hpp"
+#include "libaff/gpu/gpucheck.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -35,25 +35,25 @@
 #include <memory>
 
 #if defined(AFF_HAVE_GPU)
-#include "aff/gpu/codebook_experts.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/gpu/host_copy.hpp"
-#include "aff/gpu/kernel_cases.hpp"
-#include "aff/gpu/reference/dense_gemv.hpp"
-#include "aff/gpu/reference/gemm.hpp"
-#include "aff/gpu/reference/hc.hpp"
-#include "aff/gpu/reference/rms_norm.hpp"
-#include "aff/gpu/reference/router_topk.hpp"
-#include "aff/model/attention_ops.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/container_experts.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/model/weights.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/quantize_plan.hpp"
-#include "aff/quant/rotation.hpp"
+#include "libaff/model/codebook_experts.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/gpu/host_copy.hpp"
+#include "libaff/gpu/kernel_cases.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/gemm.hpp"
+#include "libaff/gpu/reference/hc.hpp"
+#include "libaff/gpu/reference/rms_norm.hpp"
+#include "libaff/gpu/reference/router_topk.hpp"
+#include "libaff/model/attention_ops.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/container_experts.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/model/weights.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/quantize_plan.hpp"
+#include "libaff/quant/rotation.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/bf16_gemv.hpp"

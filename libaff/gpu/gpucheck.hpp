@@ -8,8 +8,8 @@
 // bad file is reported as such everywhere.
 #pragma once
 
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <cstdint>
 #include <ostream>

@@ -4,7 +4,7 @@
 // temporary stream). GPU builds only.
 #pragma once
 
-#include "aff/gpu/device.hpp"
+#include "libaff/gpu/device.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,8 +1,8 @@
 // The device halves of the attention and compressor cases (kernel_cases.hpp): uploads and the
 // kernels' argument structs, so gpucheck and the device tests fill them one way.
-#include "aff/gpu/kernel_cases.hpp"
+#include "libaff/gpu/kernel_cases.hpp"
 
-#include "aff/gpu/host_copy.hpp"
+#include "libaff/gpu/host_copy.hpp"
 
 namespace aff::gpu {
 

@@ -4,10 +4,10 @@
 // their device copies, and the kernel's arguments over those copies. GPU builds only.
 #pragma once
 
-#include "aff/gpu/device.hpp"
-#include "aff/model/attention_ops.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/model/attention_ops.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/forward.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/compressor.hpp"
 

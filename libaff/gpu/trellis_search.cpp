@@ -4,10 +4,10 @@
 // start() runs the same on a thread of its own, so aff-quantize's threads prepare and finish
 // other matrices meanwhile; search() has its own stream and buffers (a lane), so it may run
 // while a started search is under way (the rotation choice's sample rows).
-#include "aff/gpu/trellis_search.hpp"
+#include "libaff/gpu/trellis_search.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/gpu/device.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/device.hpp"
 #include "kernels/trellis_encode.hpp"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // encoder. GPU builds only; libaff/quant/block_search.hpp picks it for the tools.
 #pragma once
 
-#include "aff/quant/trellis.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <memory>
 

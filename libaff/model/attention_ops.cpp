@@ -1,8 +1,8 @@
 // The attention-side steps of the CPU forward (see attention_ops.hpp). Moved out of
 // Model::attention unchanged, loop for loop, so the tiny fixtures' logits stay bit-identical.
-#include "aff/model/attention_ops.hpp"
+#include "libaff/model/attention_ops.hpp"
 
-#include "aff/model/ops.hpp"
+#include "libaff/model/ops.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -5,8 +5,8 @@
 // Every array is float32, row-major, in the layout its comment gives.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <cstdint>
 #include <vector>

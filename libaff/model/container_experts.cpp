@@ -1,11 +1,11 @@
 // On-the-fly expert decoding from a container (container_experts.hpp). Per-thread
 // scratch (thread_local, grown to the largest matrix seen) keeps the per-call cost to
 // the decoding itself: tiny models run thousands of these a token.
-#include "aff/model/container_experts.hpp"
+#include "libaff/model/container_experts.hpp"
 
-#include "aff/container/tensor_names.hpp"
-#include "aff/core/error.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/container/tensor_names.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include <algorithm>
 

@@ -10,11 +10,11 @@
 // GPU model uploads them as they are and multiplies them at 2.875 bits a weight.
 #pragma once
 
-#include "aff/container/container.hpp"
-#include "aff/gpu/codebook_experts.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/weights.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/model/codebook_experts.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/weights.hpp"
 
 #include <memory>
 #include <vector>

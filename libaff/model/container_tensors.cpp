@@ -1,14 +1,14 @@
 // Reading weights out of an .aff container (container_tensors.hpp). The leaves of the
 // FP8 and FP4 decoding are the checkpoint's (dequant_fp8_block, dequant_fp4), applied a
 // row at a time; trellis rows go through libaff/quant's reference decoder.
-#include "aff/model/container_tensors.hpp"
+#include "libaff/model/container_tensors.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/checkpoint/dtype.hpp"
-#include "aff/checkpoint/safetensors.hpp"
-#include "aff/core/error.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/rotation.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/checkpoint/dtype.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/rotation.hpp"
 
 #include <cstring>
 

@@ -8,9 +8,9 @@
 // container_experts.hpp.
 #pragma once
 
-#include "aff/checkpoint/tensor_reader.hpp"
-#include "aff/container/container.hpp"
-#include "aff/quant/codebook.hpp"
+#include "libaff/checkpoint/tensor_reader.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <memory>
 #include <string>

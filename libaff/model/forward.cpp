@@ -3,12 +3,12 @@
 // float32 throughout, every loop in the order the math is written. Parallel loops
 // split work so each output value is computed by exactly one thread in a fixed order,
 // which keeps results identical at any thread count.
-#include "aff/model/forward.hpp"
+#include "libaff/model/forward.hpp"
 
-#include "aff/model/attention_ops.hpp"
-#include "aff/model/ops.hpp"
+#include "libaff/model/attention_ops.hpp"
+#include "libaff/model/ops.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <cmath>

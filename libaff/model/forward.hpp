@@ -7,9 +7,9 @@
 // prompt fed whole, in chunks of any size, or token by token gives the same logits.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/weights.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/weights.hpp"
 
 #include <cstdint>
 #include <memory>

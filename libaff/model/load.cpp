@@ -3,12 +3,12 @@
 // (formats/container.md), whose dense weights are decoded at load and whose routed
 // experts stay in the memory map behind a ContainerExpertSource. Both go through the
 // same load_model_weights via TensorReader.
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
-#include "aff/model/container_experts.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/model/container_experts.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <filesystem>
 

@@ -1,9 +1,9 @@
 // Loading ModelWeights from a TensorReader: a checkpoint or a container (see weights.hpp). Every read names the
 // canonical tensor and the shape the config implies, so a mismatch is one clear error.
-#include "aff/model/weights.hpp"
+#include "libaff/model/weights.hpp"
 
-#include "aff/checkpoint/tensor_reader.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/checkpoint/tensor_reader.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 // a GPU slab) can decode rows on the fly instead of materialising 277 B floats.
 #pragma once
 
-#include "aff/model/config.hpp"
+#include "libaff/checkpoint/config.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,12 +1,7 @@
-// CpuBlockSearch and the choice of the search's device (block_search.hpp).
-#include "aff/quant/block_search.hpp"
+// CpuBlockSearch (block_search.hpp); the choice of a GPU search lives in libaff/gpu/block_search_choice.
+#include "libaff/quant/block_search.hpp"
 
-#include "aff/core/error.hpp"
-
-#if defined(AFF_HAVE_GPU)
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/trellis_search.hpp"
-#endif
+#include "libaff/core/error.hpp"
 
 #include <string>
 
@@ -24,21 +19,6 @@ void CpuBlockSearch::search(const Codebook& cb, const float* y, std::size_t bloc
             search_block(y + i * kBlockWeights, q + q_index[i] * kBlockWeights, cb, scratch,
                          windows + i * kBlockSteps);
     });
-}
-
-std::unique_ptr<BlockSearch> open_block_search(int gpus) {
-    if (gpus == 0) return nullptr;
-#if defined(AFF_HAVE_GPU)
-    if (gpus < 0 && gpu::device_count() == 0) return nullptr;
-    if (gpus > 1)
-        throw_unsupported("--gpus " + std::to_string(gpus) + ": the quantiser's search runs on one GPU so far");
-    return gpu::open_trellis_search(gpu::select_devices(1).at(0));
-#else
-    if (gpus > 0)
-        throw_usage("--gpus " + std::to_string(gpus) +
-                    ": this build of aff has no GPU support (configured with AFF_GPU=OFF); use --gpus 0");
-    return nullptr;
-#endif
 }
 
 }  // namespace aff::quant

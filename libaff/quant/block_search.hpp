@@ -1,10 +1,10 @@
-// Where aff-quantize's Viterbi searches run (trellis.hpp, BlockSearch): on the CPU
-// threads, or on a GPU when this build has GPU support and one is visible. The choice
-// never changes the output bytes, only the time.
+// The CPU's way to run aff-quantize's Viterbi searches (trellis.hpp, BlockSearch): on the
+// pool's threads. The GPU's way, and the choice between them, live above in
+// libaff/gpu/block_search_choice.hpp. The choice never changes the output bytes, only the time.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <memory>
 
@@ -22,11 +22,5 @@ public:
 private:
     ThreadPool& pool_;
 };
-
-// The GPU search for --gpus N, with aff-run's meaning of N: -1 a GPU when one is visible,
-// 0 none; nullptr means "search on the CPU" (MatrixOptions::search). N = 1 needs a visible
-// GPU (device error otherwise); N > 1 is refused (the search runs on one GPU so far);
-// a build without GPU support refuses N > 0 (usage error).
-std::unique_ptr<BlockSearch> open_block_search(int gpus);
 
 }  // namespace aff::quant

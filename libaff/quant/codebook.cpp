@@ -2,13 +2,13 @@
 // table. The built-in values were produced by train_codebook() (codebook_train.hpp)
 // with the settings recorded in builtin_codebook.inc and are committed, so every
 // build quantises with exactly the same entries.
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/mapped_file.hpp"
-#include "aff/quant/half.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/quant/half.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -21,7 +21,7 @@ constexpr std::uint8_t kMagic[8] = {0x89, 'A', 'Q', 'C', 0x0D, 0x0A, 0x1A, 0x0A}
 constexpr std::uint32_t kVersion = 1;
 
 const std::uint16_t kBuiltinValues[Codebook::kEntries * Codebook::kDim] = {
-#include "aff/quant/builtin_codebook.inc"
+#include "libaff/quant/builtin_codebook.inc"
 };
 
 std::uint32_t load_u32(const std::uint8_t* p) {

@@ -1,10 +1,10 @@
 // Loading the codebook of a draft's main container (codebook_source.hpp).
-#include "aff/quant/codebook_source.hpp"
+#include "libaff/quant/codebook_source.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <cstring>
 #include <optional>

@@ -5,7 +5,7 @@
 // containers record (formats/container.md §6.2).
 #pragma once
 
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <cstdint>
 #include <string>

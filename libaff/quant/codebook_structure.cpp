@@ -1,9 +1,9 @@
 // Finding and expanding the sign structure of a codebook (codebook_structure.hpp). Exact bit
 // comparisons only: a table counts as structured when every entry equals its base pair after
 // the sign-bit XORs (and swap) the definition names, nothing approximate.
-#include "aff/quant/codebook_structure.hpp"
+#include "libaff/quant/codebook_structure.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <string>
 

@@ -9,7 +9,7 @@
 //   shift 3: bit 2 swaps c0 and c1 first, then bits 0 and 1 negate as for shift 2.
 #pragma once
 
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <cstdint>
 #include <vector>

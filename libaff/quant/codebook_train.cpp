@@ -1,13 +1,13 @@
 // Lloyd training of the trellis codebook (codebook_train.hpp). Blocks are split into a
 // fixed number of shards independent of the thread count, and shard sums are added in
 // shard order, so the result is a pure function of the options.
-#include "aff/quant/codebook_train.hpp"
+#include "libaff/quant/codebook_train.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/quant/codebook_structure.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/quant/codebook_structure.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <cmath>
 #include <string>

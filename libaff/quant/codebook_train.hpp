@@ -8,9 +8,9 @@
 // swap), so the result satisfies the structure exactly.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <cstdint>
 #include <functional>

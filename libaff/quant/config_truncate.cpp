@@ -1,7 +1,7 @@
 // Cutting a config.json to its first N main layers (config_truncate.hpp).
-#include "aff/quant/config_truncate.hpp"
+#include "libaff/quant/config_truncate.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 

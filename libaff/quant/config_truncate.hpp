@@ -3,7 +3,7 @@
 // dropped layers, keeping the entries past the old layer count (they describe the
 // MTP / draft stages), so the result is a consistent, smaller model
 // (formats/container.md §5.1). Pure JSON logic; the checks of the geometry itself
-// stay in libaff/model/config.cpp.
+// stay in libaff/checkpoint/config.cpp.
 #pragma once
 
 #include <nlohmann/json.hpp>

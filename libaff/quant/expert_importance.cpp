@@ -1,7 +1,7 @@
 // Matching imatrix tensors to routed-expert matrices (expert_importance.hpp).
-#include "aff/quant/expert_importance.hpp"
+#include "libaff/quant/expert_importance.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 namespace aff::quant {
 

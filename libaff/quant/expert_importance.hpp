@@ -6,7 +6,7 @@
 // name no DeepSeek-V4 matrix at all are listed so the tool can warn about them.
 #pragma once
 
-#include "aff/quant/imatrix.hpp"
+#include "libaff/quant/imatrix.hpp"
 
 #include <array>
 #include <cstdint>

@@ -1,11 +1,11 @@
 // Expert profile bytes (formats/expert-profile.md), construction from an imatrix and
 // the summaries aff-profile prints.
-#include "aff/quant/expert_profile.hpp"
+#include "libaff/quant/expert_profile.hpp"
 
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 // container's "profile" section (same bytes), and read to place hot experts first.
 #pragma once
 
-#include "aff/quant/imatrix.hpp"
+#include "libaff/quant/imatrix.hpp"
 
 #include <nlohmann/json.hpp>
 

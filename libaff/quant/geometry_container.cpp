@@ -3,17 +3,17 @@
 // (global tensors, then each layer's dense tensors by name, then its experts by index).
 // Every tensor row has its own splitmix64 stream seeded from (seed, tensor name, row), so
 // rows are generated in parallel and the bytes never depend on the thread count.
-#include "aff/quant/geometry_container.hpp"
+#include "libaff/quant/geometry_container.hpp"
 
-#include "aff/container/tensor_names.hpp"
-#include "aff/container/writer.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/quant/codebook_source.hpp"
-#include "aff/quant/config_truncate.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/quantize_plan.hpp"
+#include "libaff/container/tensor_names.hpp"
+#include "libaff/container/writer.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/quant/codebook_source.hpp"
+#include "libaff/quant/config_truncate.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/quantize_plan.hpp"
 
 #include <algorithm>
 #include <array>

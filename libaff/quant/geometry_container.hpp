@@ -13,8 +13,8 @@
 // its name), independent of the thread count.
 #pragma once
 
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,10 +2,10 @@
 // checked cursor, so a truncated or lying file is an error at the first field that
 // does not fit, never a read past the end. Limits on counts and lengths keep a hostile
 // header from asking for huge allocations.
-#include "aff/quant/imatrix.hpp"
+#include "libaff/quant/imatrix.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <cmath>
 #include <cstring>

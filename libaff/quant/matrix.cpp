@@ -1,8 +1,8 @@
 // Matrix quantisation and the CPU reference decoder (matrix.hpp).
-#include "aff/quant/matrix.hpp"
+#include "libaff/quant/matrix.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/quant/rotation.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/rotation.hpp"
 
 #include <algorithm>
 #include <cmath>

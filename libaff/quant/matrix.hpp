@@ -5,9 +5,9 @@
 // This file is also the CPU reference for decoding: dequantize_row and matvec.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -6,20 +6,20 @@
 // and prepare matrix i+1; the sources are hashed and the container written on threads of
 // their own meanwhile. Every byte of the file is still decided in plan order, and
 // quantize_matrix's bytes do not depend on the thread count, so neither does the file.
-#include "aff/quant/quantize_model.hpp"
+#include "libaff/quant/quantize_model.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/writer.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
-#include "aff/model/config.hpp"
-#include "aff/quant/codebook_source.hpp"
-#include "aff/quant/config_truncate.hpp"
-#include "aff/quant/expert_importance.hpp"
-#include "aff/quant/expert_profile.hpp"
-#include "aff/quant/imatrix.hpp"
-#include "aff/quant/quantize_plan.hpp"
-#include "aff/quant/source_digests.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/writer.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/quant/codebook_source.hpp"
+#include "libaff/quant/config_truncate.hpp"
+#include "libaff/quant/expert_importance.hpp"
+#include "libaff/quant/expert_profile.hpp"
+#include "libaff/quant/imatrix.hpp"
+#include "libaff/quant/quantize_plan.hpp"
+#include "libaff/quant/source_digests.hpp"
 
 #include <chrono>
 #include <condition_variable>

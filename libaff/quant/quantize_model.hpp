@@ -9,10 +9,10 @@
 // directory enters them unless given (`created`).
 #pragma once
 
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/quantize_report.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/quantize_report.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // Planning a quantisation run from tensor names (quantize_plan.hpp).
-#include "aff/quant/quantize_plan.hpp"
+#include "libaff/quant/quantize_plan.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <map>

@@ -7,9 +7,9 @@
 // name, then its experts by index; so the output never depends on hash-map order.
 #pragma once
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/storage_type.hpp"
-#include "aff/container/tensor_names.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/storage_type.hpp"
+#include "libaff/container/tensor_names.hpp"
 
 #include <cstdint>
 #include <string>

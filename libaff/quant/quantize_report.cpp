@@ -1,7 +1,7 @@
 // Rendering a QuantizeReport (quantize_report.hpp).
-#include "aff/quant/quantize_report.hpp"
+#include "libaff/quant/quantize_report.hpp"
 
-#include "aff/core/units.hpp"
+#include "libaff/core/units.hpp"
 
 #include <cstdio>
 

@@ -1,10 +1,10 @@
 // Randomised Hadamard transform (rotation.hpp). The signs come from splitmix64 of the
 // column index so that the spec can define them in one line and a GPU kernel can
 // compute them instead of loading a table.
-#include "aff/quant/rotation.hpp"
+#include "libaff/quant/rotation.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <cmath>
 #include <cstdint>

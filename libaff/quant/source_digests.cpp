@@ -1,10 +1,10 @@
 // Hashing a container's source files (source_digests.hpp).
-#include "aff/quant/source_digests.hpp"
+#include "libaff/quant/source_digests.hpp"
 
-#include "aff/container/sha256sums.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/core/hash.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <atomic>
 #include <filesystem>

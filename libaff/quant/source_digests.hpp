@@ -5,8 +5,8 @@
 // the same while its caller works.
 #pragma once
 
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <nlohmann/json.hpp>
 

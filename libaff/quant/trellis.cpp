@@ -6,10 +6,10 @@
 // time; every version does the same float operations in the same order (this file is
 // built without floating-point contraction, so no FMA), so the output does not depend
 // on the machine. tests/unit/quant/quantize_digest_test.cpp pins the bytes.
-#include "aff/quant/trellis.hpp"
+#include "libaff/quant/trellis.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/quant/half.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/half.hpp"
 
 #include <algorithm>
 #include <array>

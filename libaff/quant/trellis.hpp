@@ -5,7 +5,7 @@
 // decoder every other decoder (GPU kernels included) must match bit for bit.
 #pragma once
 
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <array>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The generation loop of generate.hpp.
-#include "aff/runtime/generate.hpp"
+#include "libaff/runtime/generate.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -5,8 +5,8 @@
 // --force-tokens) are built on.
 #pragma once
 
-#include "aff/model/forward.hpp"
-#include "aff/runtime/sampler.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/sampler.hpp"
 
 #include <cstdint>
 #include <functional>

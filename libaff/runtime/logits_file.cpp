@@ -1,8 +1,8 @@
 // The logits file of formats/logits.md.
-#include "aff/runtime/logits_file.hpp"
+#include "libaff/runtime/logits_file.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <cstring>
 

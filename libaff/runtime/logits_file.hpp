@@ -2,7 +2,7 @@
 // float32 logits of a sequence for offline comparison between runs and engines.
 #pragma once
 
-#include "aff/core/atomic_file.hpp"
+#include "libaff/core/atomic_file.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // Tokenizer lookup for a model path (see model_tokenizer.hpp).
-#include "aff/runtime/model_tokenizer.hpp"
+#include "libaff/runtime/model_tokenizer.hpp"
 
-#include "aff/container/container.hpp"
+#include "libaff/container/container.hpp"
 
 #include <filesystem>
 

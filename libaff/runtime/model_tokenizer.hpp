@@ -4,7 +4,7 @@
 // aff-serve both call this; neither knows where tokenizers live.
 #pragma once
 
-#include "aff/tokenizer/tokenizer.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
 
 #include <optional>
 #include <string>

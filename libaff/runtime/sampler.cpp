@@ -1,9 +1,9 @@
 // Token sampling (see sampler.hpp). Works on a sorted candidate list so each filter is
 // a cut of a prefix; the vocabulary is 129 280 tokens, so a partial sort to the largest
 // cut keeps this far below the cost of one decode step.
-#include "aff/runtime/sampler.hpp"
+#include "libaff/runtime/sampler.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <cmath>

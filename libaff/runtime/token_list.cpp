@@ -1,7 +1,7 @@
 // Parsing of token-id lists (token_list.hpp).
-#include "aff/runtime/token_list.hpp"
+#include "libaff/runtime/token_list.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <charconv>
 #include <string>

@@ -1,6 +1,6 @@
 // Adapters from serve's chat types to libaff/tokenizer's V4 encoder and parser (see
 // dsv4_chat.hpp).
-#include "aff/serve/dsv4_chat.hpp"
+#include "libaff/serve/dsv4_chat.hpp"
 
 namespace aff::serve {
 namespace {

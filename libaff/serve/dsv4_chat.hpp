@@ -6,8 +6,8 @@
 // the scripted test engine, so the end-to-end tests exercise the real format.
 #pragma once
 
-#include "aff/serve/engine.hpp"
-#include "aff/tokenizer/chat.hpp"
+#include "libaff/serve/engine.hpp"
+#include "libaff/tokenizer/chat.hpp"
 
 #include <memory>
 #include <string>

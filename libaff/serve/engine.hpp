@@ -10,7 +10,7 @@
 // calls (scheduler.hpp), so implementations need no locking of their own.
 #pragma once
 
-#include "aff/serve/prefix_cache.hpp"
+#include "libaff/serve/prefix_cache.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // The generation loop (see generation.hpp).
-#include "aff/serve/generation.hpp"
+#include "libaff/serve/generation.hpp"
 
 #include <algorithm>
 #include <chrono>

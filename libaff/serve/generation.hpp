@@ -6,8 +6,8 @@
 // reports them the same way.
 #pragma once
 
-#include "aff/runtime/sampler.hpp"
-#include "aff/serve/engine.hpp"
+#include "libaff/runtime/sampler.hpp"
+#include "libaff/serve/engine.hpp"
 
 #include <cstdint>
 #include <functional>

@@ -1,7 +1,7 @@
 // Incremental HTTP/1.1 request parsing (see http_request.hpp). A line-oriented state
 // machine for the header section and the chunk framing; body bytes are copied in
 // runs. Every limit is checked before memory grows past it.
-#include "aff/serve/http_request.hpp"
+#include "libaff/serve/http_request.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,8 +1,8 @@
 // The socket side of the HTTP server (see http_server.hpp): accept loop, one thread
 // per connection, deadlines through poll(2), chunked streaming, disconnect checks.
-#include "aff/serve/http_server.hpp"
+#include "libaff/serve/http_server.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>

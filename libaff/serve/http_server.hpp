@@ -11,7 +11,7 @@
 // keeps both under our control.
 #pragma once
 
-#include "aff/serve/http_request.hpp"
+#include "libaff/serve/http_request.hpp"
 
 #include <atomic>
 #include <condition_variable>

@@ -1,5 +1,5 @@
 // Prometheus text rendering of the server's counters (see metrics.hpp).
-#include "aff/serve/metrics.hpp"
+#include "libaff/serve/metrics.hpp"
 
 #include <cstdio>
 #include <vector>

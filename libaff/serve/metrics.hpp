@@ -3,7 +3,7 @@
 // queue length, errors, the prefix cache. Updated with relaxed atomics from the connection threads.
 #pragma once
 
-#include "aff/serve/prefix_cache.hpp"
+#include "libaff/serve/prefix_cache.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -1,11 +1,11 @@
 // The model-backed Engine (see model_engine.hpp).
-#include "aff/serve/model_engine.hpp"
+#include "libaff/serve/model_engine.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/units.hpp"
-#include "aff/runtime/model_tokenizer.hpp"
-#include "aff/serve/dsv4_chat.hpp"
-#include "aff/tokenizer/dsv4_strings.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/units.hpp"
+#include "libaff/runtime/model_tokenizer.hpp"
+#include "libaff/serve/dsv4_chat.hpp"
+#include "libaff/tokenizer/dsv4_strings.hpp"
 
 #include <filesystem>
 #include <limits>

@@ -8,11 +8,11 @@
 // prompt from the longest snapshot that prefixes it.
 #pragma once
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/backend.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/serve/engine.hpp"
-#include "aff/tokenizer/tokenizer.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/backend.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/serve/engine.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
 
 #include <memory>
 #include <mutex>

@@ -1,7 +1,7 @@
 // Parsing and validation of OpenAI request bodies (see openai_request.hpp). Each
 // check throws a local Invalid carrying the field path; the two entry points turn it
 // into an ApiError, so nothing escapes as an exception.
-#include "aff/serve/openai_request.hpp"
+#include "libaff/serve/openai_request.hpp"
 
 #include <cmath>
 #include <limits>

@@ -7,7 +7,7 @@
 // accepted and ignored; fields whose meaning it cannot honour are rejected.
 #pragma once
 
-#include "aff/serve/engine.hpp"
+#include "libaff/serve/engine.hpp"
 
 #include <nlohmann/json.hpp>
 

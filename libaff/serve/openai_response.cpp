@@ -1,5 +1,5 @@
 // Building OpenAI response JSON (see openai_response.hpp).
-#include "aff/serve/openai_response.hpp"
+#include "libaff/serve/openai_response.hpp"
 
 #include <random>
 

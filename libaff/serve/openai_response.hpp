@@ -5,8 +5,8 @@
 // reasoning goes out as `reasoning_content`. Also usage, timings and logprobs.
 #pragma once
 
-#include "aff/serve/engine.hpp"
-#include "aff/serve/generation.hpp"
+#include "libaff/serve/engine.hpp"
+#include "libaff/serve/generation.hpp"
 
 #include <nlohmann/json.hpp>
 

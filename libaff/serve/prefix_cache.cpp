@@ -1,7 +1,7 @@
 // The prefix cache's lookup, insertion and LRU eviction (see prefix_cache.hpp). Lookup
 // scans every entry: a server holds a few dozen snapshots at most (each is megabytes),
 // and comparing their tokens costs far less than prefilling one token.
-#include "aff/serve/prefix_cache.hpp"
+#include "libaff/serve/prefix_cache.hpp"
 
 #include <algorithm>
 

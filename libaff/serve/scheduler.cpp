@@ -1,6 +1,6 @@
 // The bounded FIFO in front of the engine (see scheduler.hpp). Tickets keep arrival
 // order; a cancelled waiter's ticket is skipped when its turn comes.
-#include "aff/serve/scheduler.hpp"
+#include "libaff/serve/scheduler.hpp"
 
 #include <chrono>
 #include <set>

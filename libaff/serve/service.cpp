@@ -1,10 +1,10 @@
 // The OpenAI API mapped onto HTTP (see service.hpp).
-#include "aff/serve/service.hpp"
+#include "libaff/serve/service.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/serve/generation.hpp"
-#include "aff/serve/openai_response.hpp"
-#include "aff/serve/sse.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/serve/generation.hpp"
+#include "libaff/serve/openai_response.hpp"
+#include "libaff/serve/sse.hpp"
 
 #include <chrono>
 #include <cstdio>

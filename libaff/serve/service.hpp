@@ -5,12 +5,12 @@
 // server answers /health with 503 and generation requests with 503 + Retry-After.
 #pragma once
 
-#include "aff/serve/engine.hpp"
-#include "aff/serve/generation.hpp"
-#include "aff/serve/http_server.hpp"
-#include "aff/serve/metrics.hpp"
-#include "aff/serve/openai_request.hpp"
-#include "aff/serve/scheduler.hpp"
+#include "libaff/serve/engine.hpp"
+#include "libaff/serve/generation.hpp"
+#include "libaff/serve/http_server.hpp"
+#include "libaff/serve/metrics.hpp"
+#include "libaff/serve/openai_request.hpp"
+#include "libaff/serve/scheduler.hpp"
 
 #include <atomic>
 #include <functional>

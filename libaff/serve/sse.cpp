@@ -1,7 +1,7 @@
 // SSE framing (see sse.hpp).
-#include "aff/serve/sse.hpp"
+#include "libaff/serve/sse.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 namespace aff::serve {
 

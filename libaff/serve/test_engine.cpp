@@ -1,9 +1,9 @@
 // The scripted test engine (see test_engine.hpp for what it answers and why it
 // exists). Everything here is deliberately simple and deterministic.
-#include "aff/serve/test_engine.hpp"
+#include "libaff/serve/test_engine.hpp"
 
-#include "aff/serve/dsv4_chat.hpp"
-#include "aff/tokenizer/dsv4_strings.hpp"
+#include "libaff/serve/dsv4_chat.hpp"
+#include "libaff/tokenizer/dsv4_strings.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -21,7 +21,7 @@
 // Replies are parsed by the real V4 parser (dsv4_chat.hpp).
 #pragma once
 
-#include "aff/serve/engine.hpp"
+#include "libaff/serve/engine.hpp"
 
 #include <string>
 #include <vector>

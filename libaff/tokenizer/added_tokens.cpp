@@ -1,6 +1,6 @@
 // A byte trie of the added tokens (see added_tokens.hpp). DeepSeek's 800-odd added tokens
 // all start with '<', so the scan skips almost every position on one table lookup.
-#include "aff/tokenizer/added_tokens.hpp"
+#include "libaff/tokenizer/added_tokens.hpp"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
 // BPE merging (see bpe.hpp). Short words, the common case, use a plain scan for the
 // lowest-ranked pair; long words (runs of letters or spaces thousands of bytes long) use
 // a priority queue over a linked list so that they stay O(n log n).
-#include "aff/tokenizer/bpe.hpp"
+#include "libaff/tokenizer/bpe.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <queue>
 

@@ -1,6 +1,6 @@
 // The byte-level alphabet (see byte_level.hpp): bytes 0x21-0x7E, 0xA1-0xAC and
 // 0xAE-0xFF map to themselves, the other 68 to U+0100 + their rank among those 68.
-#include "aff/tokenizer/byte_level.hpp"
+#include "libaff/tokenizer/byte_level.hpp"
 
 namespace aff::tokenizer {
 namespace {

@@ -4,9 +4,9 @@
 // reference raises on malformed text, this keeps every complete tool call and returns the
 // rest as content, flagging `malformed`. Both DSML spellings, full-width "｜DSML｜" and
 // ASCII "|DSML|", are accepted in every tag.
-#include "aff/tokenizer/chat.hpp"
-#include "aff/tokenizer/dsv4_strings.hpp"
-#include "aff/tokenizer/py_json.hpp"
+#include "libaff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/dsv4_strings.hpp"
+#include "libaff/tokenizer/py_json.hpp"
 
 #include <algorithm>
 #include <array>

@@ -7,10 +7,10 @@
 // built as pieces that say whether the template wrote them (markup) or a message or tool
 // schema did (text), so that encoding can keep the client's words from becoming special
 // tokens.
-#include "aff/core/error.hpp"
-#include "aff/tokenizer/chat.hpp"
-#include "aff/tokenizer/dsv4_strings.hpp"
-#include "aff/tokenizer/py_json.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/dsv4_strings.hpp"
+#include "libaff/tokenizer/py_json.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,7 @@
 // Python-compatible JSON writer (see py_json.hpp). Float digits come from std::to_chars'
 // shortest round-trip form, the same digits Python's repr picks (both are shortest-
 // round-trip); only the layout (fixed or exponent, ".0") follows Python's rules.
-#include "aff/tokenizer/py_json.hpp"
+#include "libaff/tokenizer/py_json.hpp"
 
 #include <charconv>
 #include <cmath>

@@ -1,9 +1,9 @@
 // PCRE2 behind SplitRegex (see split_regex.hpp). Match data is kept per thread so that
 // one compiled tokenizer can encode on many threads at once.
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "aff/tokenizer/split_regex.hpp"
+#include "libaff/tokenizer/split_regex.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <pcre2.h>
 

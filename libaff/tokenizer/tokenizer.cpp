@@ -2,14 +2,14 @@
 // follows Hugging Face's Tokenizer::encode: added tokens split off, each remaining piece
 // through every Split regex in turn (each piece on its own), then BPE per piece over raw
 // bytes (ByteLevel's character mapping is folded into the vocabulary at load).
-#include "aff/tokenizer/tokenizer.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
-#include "aff/tokenizer/added_tokens.hpp"
-#include "aff/tokenizer/byte_level.hpp"
-#include "aff/tokenizer/split_regex.hpp"
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/tokenizer/added_tokens.hpp"
+#include "libaff/tokenizer/byte_level.hpp"
+#include "libaff/tokenizer/split_regex.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -19,7 +19,7 @@
 // other ids than Hugging Face. Everything up to Unicode 14 matches (tests/data/tokenizer).
 #pragma once
 
-#include "aff/tokenizer/bpe.hpp"
+#include "libaff/tokenizer/bpe.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // UTF-8 validation and maximal-subpart repair (see utf8.hpp). Table 3-7 of the Unicode
 // standard gives the well-formed byte sequences; the second byte's range depends on the
 // lead byte, which is what excludes overlongs, surrogates and code points above U+10FFFF.
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <cstdint>
 

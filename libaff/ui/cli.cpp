@@ -1,8 +1,8 @@
 // The shared options and exit-status handling of every tool (see cli.hpp).
-#include "aff/ui/cli.hpp"
+#include "libaff/ui/cli.hpp"
 
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cerrno>
 #include <csignal>

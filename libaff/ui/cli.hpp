@@ -8,8 +8,8 @@
 // silently; a closed pipe is not an error).
 #pragma once
 
-#include "aff/core/progress.hpp"
-#include "aff/ui/progress_reporter.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/ui/progress_reporter.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -1,7 +1,7 @@
 // Rendering of progress lines (see progress_reporter.hpp for the rules).
-#include "aff/ui/progress_reporter.hpp"
+#include "libaff/ui/progress_reporter.hpp"
 
-#include "aff/core/units.hpp"
+#include "libaff/core/units.hpp"
 
 #include <unistd.h>
 

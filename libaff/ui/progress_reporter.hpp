@@ -3,7 +3,7 @@
 // plain line per stage and per 10 %. (style.md §6: zstd's rate, git's delay.)
 #pragma once
 
-#include "aff/core/progress.hpp"
+#include "libaff/core/progress.hpp"
 
 #include <chrono>
 #include <cstdio>

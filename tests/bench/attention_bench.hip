@@ -12,8 +12,8 @@
 // launch that also stores their rings (the forward's batch-4 decode step). Each case runs with
 // the tile the decode kernel picks (column "tile") and again with the other tile forced
 // ("other": its µs), so one run shows what the choice buys.
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "kernels/attention.hpp"
 #include "gpu_bench.hpp"
 

@@ -5,12 +5,12 @@
 // a few measured layers to V4-Flash's 43 by attention kind. Needs a GPU build.
 #pragma once
 
-#include "aff/container/container.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <array>
 #include <chrono>

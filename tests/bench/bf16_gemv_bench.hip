@@ -8,8 +8,8 @@
 // launches, median of 7 (tests/bench/gpu_bench.hpp). Every tuning of bf16_gemv is timed; the
 // last three lines are the figure, the bound and the ratio of the default tuning on the head
 // (tests/bench/RESULTS.md).
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "kernels/bf16_gemv.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/device_common.hpp"

@@ -5,10 +5,10 @@
 // weight. Issue targets: N(0,1) ≤ 0.026, t(5) ≤ 0.030, weighting ≥ 1 dB better than
 // ignoring the weights. Speed is single-thread Mweights/s (CPU time of this process).
 // usage: codebook_quality_bench [--rows N] [--passes N] [--codebook FILE]
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -8,10 +8,10 @@
 // usage: codebook_train_bench [--blocks N] [--iterations N] [--threads N] [--seed N]
 //                             [--passes N] [--structure 0|2|3] [--from-builtin | --from FILE]
 //                             [--out FILE.inc] [--save FILE]
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook_structure.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook_structure.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <chrono>
 #include <cmath>

@@ -4,8 +4,8 @@
 // step needs (every dense matrix once, k routed + the shared expert, window attention,
 // indexer, hyper head and LM head). Tiny models are dispatch-bound, so expect a low ratio.
 //   cpu_forward_bench [MODEL_DIR] [THREADS] [DECODE_TOKENS]
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <chrono>
 #include <cstdio>

@@ -13,8 +13,8 @@
 // launch of fp8_gemv_layout), each matrix its own launch (the forward before fp8_gemv_multi),
 // and wo_a as the 8 × batch launches the forward made before that. The last three lines are
 // the figure, the bound and the ratio of the default tuning (tests/bench/RESULTS.md).
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/fp8_gemv.hpp"
 #include "gpu_bench.hpp"

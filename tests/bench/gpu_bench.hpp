@@ -5,8 +5,8 @@
 // executable.
 #pragma once
 
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/stream_read.hpp"
 

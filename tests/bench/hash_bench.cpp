@@ -8,10 +8,10 @@
 //      /proc/self/io) during split_file, over the file size (want 1.00).
 // usage: hash_bench [SIZE_GIB=3] [SCRATCH_DIR=/tmp]; tools are found beside the
 // benchmark (build/tools). Prints one "figure / bound / ratio" line per item.
-#include "aff/container/split.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/mapped_file.hpp"
-#include "aff/core/units.hpp"
+#include "libaff/container/split.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/core/units.hpp"
 
 #include <chrono>
 #include <cstdio>

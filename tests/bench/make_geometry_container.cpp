@@ -5,9 +5,9 @@
 //     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S]
 // Defaults: 2 layers (sliding, sliding), 256 experts (≈ 2.3 GB of experts a layer), the real
 // 129 280-token vocabulary. --layers 3 adds the first CSA layer, 4 the first HCA layer.
-#include "aff/quant/geometry_container.hpp"
-#include "aff/core/units.hpp"
-#include "aff/ui/cli.hpp"
+#include "libaff/quant/geometry_container.hpp"
+#include "libaff/core/units.hpp"
+#include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
 

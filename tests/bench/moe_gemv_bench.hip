@@ -18,8 +18,8 @@
 // The generic kernel runs with items of 8 rows (the default) and 4 (the previous default) in
 // both parts, and the structured kernel (kernels/moe_gemv_sym.hip, sign-structured codebooks,
 // shift 2: a random base table of the same distribution) beside it.
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "gpu_bench.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/moe_gemv.hpp"

@@ -22,8 +22,8 @@
 // attention, 2·heads·head_dim per (query, entry) of the indexer. Bound: the H200's dense bf16
 // tensor peak, 989 TFLOP/s (spec sheet; the GEMMs run bf16 mma). Last three lines: the 32K
 // prompt's figure, bound and ratio.
-#include "aff/gpu/check.hpp"
-#include "aff/gpu/device.hpp"
+#include "kernels/check.hpp"
+#include "libaff/gpu/device.hpp"
 #include "gpu_bench.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/dense_gemv.hpp"

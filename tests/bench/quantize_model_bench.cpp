@@ -9,12 +9,13 @@
 // pass the bound measured matrix by matrix. The last three lines: figure (extrapolated to
 // the model's 277 G routed weights), bound and ratio.
 // usage: quantize_model_bench [--experts N] [--threads N] [--dir DIR] [--gpus 0|1]
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/quantize_model.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/block_search_choice.hpp"
+#include "libaff/quant/block_search.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/quantize_model.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
 
         // Bound: the quantiser alone on the same matrices, dequantised beforehand.
         const aff::Checkpoint ck((dir / "ck").string());
-        const std::unique_ptr<BlockSearch> search = open_block_search(gpus);
+        const std::unique_ptr<BlockSearch> search = aff::gpu::open_block_search(gpus);
         MatrixOptions opt;
         opt.search = search.get();
         double quantiser = 0, quantiser_cpu = 0;

@@ -16,15 +16,16 @@
 // --codebook FILE quantises with that codebook instead of the built-in (its NMSE on FP4 input).
 // usage: quantize_speed_bench [--experts N] [--threads N] [--rotation on|off] [--importance]
 //                             [--gpus 0|1] [--blocks-per-sm 2|3] [--clock-mhz F] [--codebook FILE]
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/block_search_choice.hpp"
+#include "libaff/quant/block_search.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #if defined(AFF_HAVE_GPU)
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/trellis_search.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/trellis_search.hpp"
 #endif
 
 #include <chrono>
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
         multiprocessors = aff::gpu::device_info(0).multiprocessors;
     }
 #else
-    device_search = open_block_search(gpus);  // refuses --gpus N > 0 without GPU support
+    device_search = aff::gpu::open_block_search(gpus);  // refuses --gpus N > 0 without GPU support
 #endif
     std::unique_ptr<TimedSearch> timed;
     if (device_search) {

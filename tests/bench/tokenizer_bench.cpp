@@ -2,9 +2,9 @@
 // as one string, then line by line. Prints MB/s and tokens; tokenizer_bench_hf.py runs
 // Hugging Face `tokenizers` on the same input as the peer (ratio in RESULTS.md).
 // usage: tokenizer_bench TOKENIZER_JSON CORPUS_BIN [REPEATS]
-#include "aff/core/mapped_file.hpp"
-#include "aff/tokenizer/tokenizer.hpp"
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <algorithm>
 #include <chrono>

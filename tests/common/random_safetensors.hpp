@@ -6,8 +6,8 @@
 // pure function of its seed and the calls made. Header-only: both are single-file programs.
 #pragma once
 
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <nlohmann/json.hpp>
 

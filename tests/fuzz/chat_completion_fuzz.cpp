@@ -1,7 +1,7 @@
 // libFuzzer target: parsing generated DeepSeek-V4 text (untrusted model output). Property:
 // never crashes or throws, and streaming the input in two pieces gives the same result as
 // parsing it whole.
-#include "aff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/chat.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,10 +2,10 @@
 // either be refused with aff::Error or open into a container whose every tensor and
 // extent lies inside the bytes (so hashing them all, and summarising, is safe). Crashes,
 // sanitizer reports and other exception types are bugs.
-#include "aff/container/container.hpp"
-#include "aff/container/digests.hpp"
-#include "aff/container/info.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/container/digests.hpp"
+#include "libaff/container/info.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>

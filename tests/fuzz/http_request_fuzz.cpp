@@ -2,8 +2,8 @@
 // two parsers that see bytes from the network. Properties: no crash, no hang, limits
 // hold (body never over its limit), and the result does not depend on how the bytes
 // were split across reads (whole input versus the same bytes one at a time).
-#include "aff/serve/http_request.hpp"
-#include "aff/serve/openai_request.hpp"
+#include "libaff/serve/http_request.hpp"
+#include "libaff/serve/openai_request.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,9 +2,9 @@
 // Property: any input parses or throws aff::Error, never crashes or throws anything
 // else; a parsed file's entries are self-consistent, their importance can be taken,
 // and a GGUF one yields a profile or an aff::Error.
-#include "aff/core/error.hpp"
-#include "aff/quant/expert_profile.hpp"
-#include "aff/quant/imatrix.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/expert_profile.hpp"
+#include "libaff/quant/imatrix.hpp"
 
 #include <cstddef>
 #include <cstdint>

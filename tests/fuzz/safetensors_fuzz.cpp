@@ -2,8 +2,8 @@
 // input either parses or throws aff::Error (never crashes, reads out of bounds or throws
 // anything else), and every tensor it accepts lies inside the input with a byte size
 // that matches its dtype and shape.
-#include "aff/checkpoint/safetensors.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstddef>
 #include <cstdint>

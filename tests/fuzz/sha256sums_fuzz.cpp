@@ -1,8 +1,8 @@
 // Fuzzes the SHA256SUMS parser (libaff/container/sha256sums.cpp): any text must be
 // parsed or refused with aff::Error, and what parses must format back to lines that
 // parse to the same entries.
-#include "aff/container/sha256sums.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstdlib>
 #include <string>

@@ -2,9 +2,9 @@
 // input either loads or throws aff::Error (never crashes or throws anything else), and a
 // loaded tokenizer encodes the input itself, repaired or not, and decodes the ids back to
 // valid UTF-8.
-#include "aff/core/error.hpp"
-#include "aff/tokenizer/tokenizer.hpp"
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -11,10 +11,10 @@
 // on the device), each equal bit for bit to the sequence alone, rings stored in the launch.
 #include "device_test.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/kernel_cases.hpp"
-#include "aff/model/attention_ops.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/kernel_cases.hpp"
+#include "libaff/model/attention_ops.hpp"
 #include "kernels/attention.hpp"
 
 #include <algorithm>

@@ -4,8 +4,8 @@
 // y rows (the forward passes row strides), and k below one chunk per thread.
 #include "device_test.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/gpu/reference/dense_gemv.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
 #include "kernels/bf16_gemv.hpp"
 
 #include <cstring>

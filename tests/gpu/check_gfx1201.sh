@@ -28,14 +28,15 @@ if [ ! -x "$root/usr/bin/clang++-19" ]; then
 fi
 
 # The sources travel into the chroot by copy (no bind mounts: works without mount rights),
-# laid out as the build tree includes them: "kernels/<stem>.hpp" and "aff/<concern>/<file>.hpp".
+# laid out as the repository is, since includes are written from its root: "kernels/<stem>.hpp"
+# and "libaff/<concern>/<file>.hpp".
 shopt -s nullglob
 kernels=("$src"/kernels/*.hip)
 [ ${#kernels[@]} -gt 0 ] || { echo "check_gfx1201: no kernels in $src/kernels" >&2; exit 1; }
 $sudo rm -rf "$root/aff-src"
 $sudo mkdir -p "$root/aff-src/include"
 $sudo cp -r "$src/kernels" "$root/aff-src/include/kernels"
-$sudo cp -r "$src/libaff" "$root/aff-src/include/aff"
+$sudo cp -r "$src/libaff" "$root/aff-src/include/libaff"
 
 fail=0
 for k in "${kernels[@]}"; do

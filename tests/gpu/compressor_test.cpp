@@ -7,9 +7,9 @@
 // compressor_batch: 8 such runs at once, one token a step, half with the position on the device.
 #include "device_test.hpp"
 
-#include "aff/gpu/kernel_cases.hpp"
-#include "aff/model/attention_ops.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/gpu/kernel_cases.hpp"
+#include "libaff/model/attention_ops.hpp"
+#include "libaff/model/forward.hpp"
 #include "kernels/compressor.hpp"
 
 #include <optional>

@@ -14,15 +14,15 @@
 #include "forward_compare.hpp"
 #include "../common/random_v4_checkpoint.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/quant/quantize_model.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/quant/quantize_model.hpp"
 
 
 #include <algorithm>

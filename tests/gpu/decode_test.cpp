@@ -8,11 +8,11 @@
 // Accuracy against the CPU reference is forward_test.cpp's (its decode steps take this path).
 #include "device_test.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // kernels/swiglu.hip against their CPU twins on fresh random data.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
 #include "kernels/dense_gemv.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/swiglu.hpp"

@@ -5,8 +5,8 @@
 // kernel never wrote fails the row. main.cpp prints the table; run.sh builds and runs it.
 #pragma once
 
-#include "aff/gpu/device.hpp"
-#include "aff/gpu/host_copy.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/host_copy.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // margins recorded, a near-tie-free prompt picked, then the GPU run on the same tokens.
 #include "forward_compare.hpp"
 
-#include "aff/core/hash.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -19,8 +19,8 @@
 
 #include "device_test.hpp"
 
-#include "aff/gpu/forward.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <string>
 #include <vector>

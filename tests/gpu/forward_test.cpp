@@ -13,15 +13,15 @@
 #include "device_test.hpp"
 #include "forward_compare.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/codebook_experts.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/model/weights.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/codebook_experts.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/model/weights.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 // launch (fp8_gemv_multi) bit for bit against each alone, and against the twin.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
 #include "kernels/fp8_gemv.hpp"
 
 #include <algorithm>

@@ -8,13 +8,13 @@
 // per job and against the exact TQ2875 product.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/dense_gemv.hpp"
-#include "aff/gpu/reference/fp8_gemv.hpp"
-#include "aff/gpu/reference/gemm.hpp"
-#include "aff/gpu/reference/moe_gemv.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/gpu/reference/gemm.hpp"
+#include "libaff/gpu/reference/moe_gemv.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/trellis.hpp"
 #include "kernels/fp8_gemm.hpp"
 #include "kernels/moe_gemm.hpp"
 

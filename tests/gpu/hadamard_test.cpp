@@ -5,7 +5,7 @@
 // reported, bound by the NMSE row). The GPU's rotation must also undo with quant::unrotate.
 #include "device_test.hpp"
 
-#include "aff/quant/rotation.hpp"
+#include "libaff/quant/rotation.hpp"
 #include "kernels/hadamard.hpp"
 
 #include <cstdio>

@@ -6,8 +6,8 @@
 // expand, and twice on the same inputs (the fixed summation order gives the same bits).
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/hc.hpp"
-#include "aff/gpu/reference/rms_norm.hpp"
+#include "libaff/gpu/reference/hc.hpp"
+#include "libaff/gpu/reference/rms_norm.hpp"
 #include "kernels/hc.hpp"
 
 #include <cstring>

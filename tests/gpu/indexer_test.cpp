@@ -13,8 +13,8 @@
 // of the fp32 k-th best score.
 #include "device_test.hpp"
 
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/attention_ops.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/attention_ops.hpp"
 #include "kernels/indexer.hpp"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 // (e.g. "moe_gemv", to run one family under compute-sanitizer in reasonable time).
 #include "device_test.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <cstdio>
 #include <exception>

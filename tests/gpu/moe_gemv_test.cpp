@@ -11,11 +11,11 @@
 // decoder with its fp16-activation bound.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/moe_gemv.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_structure.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/gpu/reference/moe_gemv.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_structure.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/trellis.hpp"
 #include "kernels/moe_gemv.hpp"
 
 #include <algorithm>

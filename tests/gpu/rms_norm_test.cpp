@@ -3,7 +3,7 @@
 // against rms_norm then rope (the forward's q heads and latent kv, forward and inverse tables).
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/rms_norm.hpp"
+#include "libaff/gpu/reference/rms_norm.hpp"
 #include "kernels/rms_norm.hpp"
 #include "kernels/rope.hpp"
 

@@ -3,7 +3,7 @@
 // and indexer vectors (64 × 128), forward and inverse, positions up to 1M.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/rope.hpp"
+#include "libaff/gpu/reference/rope.hpp"
 #include "kernels/rope.hpp"
 
 using namespace aff::gpu::test;

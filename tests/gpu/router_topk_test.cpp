@@ -3,7 +3,7 @@
 // identical, weights within the bound.
 #include "device_test.hpp"
 
-#include "aff/gpu/reference/router_topk.hpp"
+#include "libaff/gpu/reference/router_topk.hpp"
 #include "kernels/router_topk.hpp"
 
 #include <algorithm>

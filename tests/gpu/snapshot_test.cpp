@@ -14,12 +14,12 @@
 //   refusals: a snapshot of another model, a CPU snapshot into the GPU backend: usage errors.
 #include "device_test.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/backend.hpp"
-#include "aff/gpu/forward.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/backend.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <algorithm>
 #include <cmath>

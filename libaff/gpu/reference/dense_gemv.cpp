@@ -1,5 +1,5 @@
 // CPU twins of the dense GEMV, embedding and SwiGLU kernels (see dense_gemv.hpp).
-#include "aff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
 
 #include <algorithm>
 #include <cmath>

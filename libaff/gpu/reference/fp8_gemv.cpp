@@ -1,5 +1,5 @@
 // CPU twin of the FP8 GEMV (see fp8_gemv.hpp): decode every weight exactly, sum in double.
-#include "aff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
 
 #include <cmath>
 #include <cstddef>

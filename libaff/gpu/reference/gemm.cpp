@@ -1,11 +1,11 @@
 // CPU twins of the prefill GEMMs (see gemm.hpp): round inputs to bf16 as the kernels do,
 // multiply and sum in double.
-#include "aff/gpu/reference/gemm.hpp"
+#include "libaff/gpu/reference/gemm.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/gpu/reference/dense_gemv.hpp"
-#include "aff/gpu/reference/fp8_gemv.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <cstddef>
 #include <vector>

@@ -4,7 +4,7 @@
 // against the exact twins (fp8_gemv.hpp, moe_gemv.hpp). See rms_norm.hpp for why twins live here.
 #pragma once
 
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <cstdint>
 

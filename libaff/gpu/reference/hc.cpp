@@ -1,5 +1,5 @@
 // CPU twin of the mHC kernels (see hc.hpp): the steps of model doc §3.2 in order, in double.
-#include "aff/gpu/reference/hc.hpp"
+#include "libaff/gpu/reference/hc.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 // CPU twin of the codebook-expert GEMV (see moe_gemv.hpp): decode every block with the
 // reference decoder, multiply and sum in double.
-#include "aff/gpu/reference/moe_gemv.hpp"
+#include "libaff/gpu/reference/moe_gemv.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <cstddef>
 #include <vector>

@@ -4,7 +4,7 @@
 // twins live here.
 #pragma once
 
-#include "aff/quant/codebook.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <cstdint>
 

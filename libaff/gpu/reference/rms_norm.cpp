@@ -1,5 +1,5 @@
 // CPU twin of the RMSNorm kernels (see rms_norm.hpp).
-#include "aff/gpu/reference/rms_norm.hpp"
+#include "libaff/gpu/reference/rms_norm.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -1,7 +1,7 @@
 // The RoPE θ table (plain and YaRN, model doc §3.3) and the CPU twin of the RoPE kernel.
-#include "aff/gpu/reference/rope.hpp"
+#include "libaff/gpu/reference/rope.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <algorithm>
 #include <cmath>

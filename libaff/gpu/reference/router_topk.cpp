@@ -1,5 +1,5 @@
 // CPU twin of the router (see router_topk.hpp): sqrt(softplus), selection, normalisation.
-#include "aff/gpu/reference/router_topk.hpp"
+#include "libaff/gpu/reference/router_topk.hpp"
 
 #include <algorithm>
 #include <cmath>

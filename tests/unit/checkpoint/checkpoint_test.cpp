@@ -2,11 +2,11 @@
 // broken files, name normalisation, and loading the tiny fixtures in all three layouts
 // (transformers save_pretrained default, save_original_format=False with fused
 // experts, official FP8/FP4 shards) to the same canonical tensors.
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/checkpoint/dtype.hpp"
-#include "aff/checkpoint/safetensors.hpp"
-#include "aff/checkpoint/tensor_names.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/checkpoint/dtype.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
+#include "libaff/checkpoint/tensor_names.hpp"
+#include "libaff/core/error.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -5,7 +5,7 @@
 
 #include "tiny_fixture.hpp"
 
-#include "aff/container/container.hpp"
+#include "libaff/container/container.hpp"
 
 #include <functional>
 #include <string>

@@ -6,10 +6,10 @@
 #include "tiny_fixture.hpp"
 #include "../file_bytes.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/container/digests.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/progress.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/container/digests.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/progress.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,12 +3,12 @@
 // read back field for field, and what the spec forbids is refused with a named error.
 #include "tiny_fixture.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/container/digests.hpp"
-#include "aff/container/layout.hpp"
-#include "aff/container/writer.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/container/digests.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/container/writer.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
 
 #include "../file_bytes.hpp"
 #include "../temp_dir.hpp"

@@ -1,6 +1,6 @@
 // Tests for libaff/container/sha256sums.cpp: the sha256sum line format both ways.
-#include "aff/container/sha256sums.hpp"
-#include "aff/core/error.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/core/error.hpp"
 
 #include <catch2/catch.hpp>
 

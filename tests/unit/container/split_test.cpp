@@ -2,12 +2,12 @@
 // parts check of verify.cpp, on files large enough to cross read blocks (8 MiB).
 #include "tiny_fixture.hpp"
 
-#include "aff/container/concat_map.hpp"
-#include "aff/container/sha256sums.hpp"
-#include "aff/container/split.hpp"
-#include "aff/container/verify.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/concat_map.hpp"
+#include "libaff/container/sha256sums.hpp"
+#include "libaff/container/split.hpp"
+#include "libaff/container/verify.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
 
 #include "../file_bytes.hpp"
 #include "../temp_dir.hpp"

@@ -5,9 +5,9 @@
 // FP8 dense weights, FP4 routed experts, and every optional section.
 #pragma once
 
-#include "aff/container/layout.hpp"
-#include "aff/container/writer.hpp"
-#include "aff/core/hash.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/container/writer.hpp"
+#include "libaff/core/hash.hpp"
 
 #include <cstdint>
 #include <string>

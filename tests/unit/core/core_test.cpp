@@ -1,10 +1,10 @@
 // Tests for libaff/core: errors, sizes, hashing, atomic files, the thread pool.
-#include "aff/core/atomic_file.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/mapped_file.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/core/units.hpp"
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/mapped_file.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/core/units.hpp"
 
 #include <catch2/catch.hpp>
 

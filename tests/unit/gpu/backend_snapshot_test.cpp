@@ -6,10 +6,10 @@
 // too (the CPU forward computes each token's row alone, in an order that does not depend
 // on how the tokens are chunked; this test is what holds the server to that). A snapshot
 // costs what the state holds, which grows with the compressed entries.
-#include "aff/gpu/backend.hpp"
+#include "libaff/gpu/backend.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,16 +2,16 @@
 // every CI machine: --gpus 0 and the default give the CPU reference, whose logits are the
 // Model's own; --gpus 1 is refused with the reason. A GPU build run where a device is visible
 // takes the GPU for the default, so those checks look at what the build and machine have.
-#include "aff/gpu/backend.hpp"
+#include "libaff/gpu/backend.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
 
 #include "../model/container_fixture.hpp"
 #include "../temp_dir.hpp"
 
 #if defined(AFF_HAVE_GPU)
-#include "aff/gpu/device.hpp"
+#include "libaff/gpu/device.hpp"
 #endif
 
 #include <catch2/catch.hpp>

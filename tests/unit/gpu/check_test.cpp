@@ -1,10 +1,10 @@
-// Tests for AFF_GPU_CHECK and the kernel argument errors (libaff/gpu/check.hpp), in GPU builds
+// Tests for AFF_GPU_CHECK and the kernel argument errors (kernels/check.hpp), in GPU builds
 // only: the error text comes from the GPU runtime's own tables, which answer without a GPU,
 // so these run in CI too. Argument checks fire before any launch, so no device is needed.
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #if defined(AFF_HAVE_GPU)
-#include "aff/gpu/check.hpp"
+#include "kernels/check.hpp"
 #include "kernels/fp8_gemv.hpp"
 #include "kernels/router_topk.hpp"
 

@@ -1,12 +1,12 @@
 // Tests for the CPU twins of the prefill GEMMs (libaff/gpu/reference/gemm.hpp): they must be
 // the exact twins (fp8_gemv, moe_gemv) with only the inputs rounded to bf16, so the device
 // test's bf16 bounds rest on an oracle that is itself checked. Needs no GPU.
-#include "aff/gpu/reference/fp8_gemv.hpp"
-#include "aff/gpu/reference/gemm.hpp"
-#include "aff/gpu/reference/moe_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/gpu/reference/gemm.hpp"
+#include "libaff/gpu/reference/moe_gemv.hpp"
 
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/half.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/half.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,17 +1,17 @@
 // Tests for the CPU twins of the GPU kernels (libaff/gpu/reference): each is checked against
 // values worked out by hand from the model doc, so the device tests (tests/gpu) compare the
 // GPU against an oracle that is itself checked. Runs in every build; needs no GPU.
-#include "aff/gpu/reference/dense_gemv.hpp"
-#include "aff/gpu/reference/fp8_gemv.hpp"
-#include "aff/gpu/reference/hc.hpp"
-#include "aff/gpu/reference/moe_gemv.hpp"
-#include "aff/gpu/reference/rms_norm.hpp"
-#include "aff/gpu/reference/rope.hpp"
-#include "aff/gpu/reference/router_topk.hpp"
+#include "libaff/gpu/reference/dense_gemv.hpp"
+#include "libaff/gpu/reference/fp8_gemv.hpp"
+#include "libaff/gpu/reference/hc.hpp"
+#include "libaff/gpu/reference/moe_gemv.hpp"
+#include "libaff/gpu/reference/rms_norm.hpp"
+#include "libaff/gpu/reference/rope.hpp"
+#include "libaff/gpu/reference/router_topk.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/half.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/half.hpp"
 
 #include <catch2/catch.hpp>
 

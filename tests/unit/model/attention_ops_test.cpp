@@ -1,8 +1,8 @@
 // Tests for libaff/model/attention_ops (the attention steps the GPU kernels are checked
 // against) on hand-computed cases: top-k order and ties, the sink in the softmax and the
 // window/entry key lists, and a compressor window's gated softmax, norm and state.
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/attention_ops.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/attention_ops.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -7,11 +7,11 @@
 // gives the loader tests their inputs, and hooks let a test damage what it writes.
 #pragma once
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/writer.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/writer.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include <functional>
 #include <map>

@@ -8,11 +8,11 @@
 #include "container_fixture.hpp"
 #include "../container/bad_fixtures.hpp"
 
-#include "aff/container/layout.hpp"
-#include "aff/core/error.hpp"
-#include "aff/model/container_experts.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/container/layout.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/model/container_experts.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
 
 #include "../file_bytes.hpp"
 #include "../temp_dir.hpp"

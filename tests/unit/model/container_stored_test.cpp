@@ -5,13 +5,13 @@
 // multiplying them must give what the CPU path multiplies.
 #include "container_fixture.hpp"
 
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/container_experts.hpp"
-#include "aff/model/container_tensors.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/container_experts.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include "../temp_dir.hpp"
 

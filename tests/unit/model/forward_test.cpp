@@ -2,9 +2,9 @@
 // make_model_fixtures.py): for every fixture, logits at every position agree within
 // max|Δ| ≤ 1e-3 · max|logit| with identical argmax, for whole-prompt prefill, chunked
 // prefill with odd chunk sizes, and token-by-token decode.
-#include "aff/checkpoint/safetensors.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/checkpoint/safetensors.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,9 +3,9 @@
 // position p+2 uses the trunk streams of position p and token p+1; fed in one chunk, in
 // odd chunks or step by step beside decode, it gives the same logits; it depends on
 // both inputs; a checkpoint without MTP says so.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
 
 #include <catch2/catch.hpp>
 

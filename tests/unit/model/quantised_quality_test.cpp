@@ -12,11 +12,11 @@
 #include "logit_divergence.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/quant/quantize_model.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/quant/quantize_model.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,9 +3,9 @@
 // overlap searches with the pool's work without a GPU.
 #pragma once
 
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/block_search.hpp"
 
 #include <future>
 #include <string>

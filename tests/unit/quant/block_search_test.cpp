@@ -1,14 +1,15 @@
 // Tests for the batched encoding (matrix.cpp with MatrixOptions::search, trellis.hpp's
-// encode_begin … encode_finish) and the choice of the search's device (block_search.hpp):
+// encode_begin … encode_finish) and the choice of the search's device (libaff/gpu/block_search_choice.hpp):
 // batched bytes equal block-by-block bytes, errors read the same, and --gpus is refused
 // the way aff-run refuses it.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/gpu/backend.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/backend.hpp"
+#include "libaff/gpu/block_search_choice.hpp"
+#include "libaff/quant/block_search.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -87,11 +88,11 @@ TEST_CASE("batched encoding reports a bad weight as the block-by-block one does"
 }
 
 TEST_CASE("--gpus for the quantiser: 0 is the CPU, and a build without GPU support refuses N > 0", "[quant]") {
-    CHECK(open_block_search(0) == nullptr);
+    CHECK(aff::gpu::open_block_search(0) == nullptr);
     if (!aff::gpu_support_built()) {
-        CHECK(open_block_search(-1) == nullptr);
+        CHECK(aff::gpu::open_block_search(-1) == nullptr);
         try {
-            open_block_search(1);
+            aff::gpu::open_block_search(1);
             FAIL("no error");
         } catch (const aff::Error& e) {
             CHECK(e.kind() == aff::ErrorKind::usage);

@@ -2,9 +2,9 @@
 // entries against the definition, random structured tables found with their exact shift and
 // base, and tables that are structured except in one place found unstructured (or at the
 // smaller shift), including a sign-of-zero difference.
-#include "aff/core/error.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_structure.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_structure.hpp"
 
 #include <catch2/catch.hpp>
 

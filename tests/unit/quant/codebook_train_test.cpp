@@ -2,12 +2,12 @@
 // §8): a trained table satisfies its structure byte for byte, and one Lloyd step moves
 // every base entry to the mean of the un-flipped (un-swapped) scaled targets of all the
 // windows that chose one of its entries, recomputed here from the encoder's choices.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook_structure.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook_structure.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <catch2/catch.hpp>
 

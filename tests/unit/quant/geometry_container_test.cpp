@@ -3,14 +3,14 @@
 // every matrix at its real shape) holds each tensor in the official storage and each
 // expert as aff-quantize lays it out, Model::load runs it to finite logits of moderate
 // size, and the bytes do not depend on the thread count.
-#include "aff/quant/geometry_container.hpp"
+#include "libaff/quant/geometry_container.hpp"
 
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
-#include "aff/model/config.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/quant/codebook_source.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/quant/codebook_source.hpp"
+#include "libaff/quant/matrix.hpp"
 
 #include "../temp_dir.hpp"
 

@@ -5,8 +5,8 @@
 // repository calcuis/gguf-quantizor (commit 22c74b1). The expected numbers come from
 // tests/oracle/imatrix_dat_facts.py, which reads the layout with Python's struct alone.
 // (No small GGUF-form file from llama-imatrix was found in public repositories.)
-#include "aff/quant/expert_importance.hpp"
-#include "aff/quant/imatrix.hpp"
+#include "libaff/quant/expert_importance.hpp"
+#include "libaff/quant/imatrix.hpp"
 
 #include <catch2/catch.hpp>
 #include <zstd.h>

@@ -1,9 +1,9 @@
 // Tests for the imatrix readers (libaff/quant/imatrix.cpp) and expert profiles
 // (expert_profile.cpp), on files written by the small GGUF and .dat writers of
 // imatrix_writer.hpp, good and damaged.
-#include "aff/core/error.hpp"
-#include "aff/quant/expert_profile.hpp"
-#include "aff/quant/imatrix.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/quant/expert_profile.hpp"
+#include "libaff/quant/imatrix.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 
 #include <catch2/catch.hpp>

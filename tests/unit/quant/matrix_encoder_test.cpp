@@ -2,11 +2,11 @@
 // aff-quantize's pipeline overlaps (libaff/quant/matrix.cpp): the error is that of the
 // bytes as decoded, and encoders whose searches run in the background while others are
 // prepared and finished write quantize_matrix's bytes.
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/block_search.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/matrix.hpp"
 #include "unit/quant/background_search.hpp"
 
 #include <catch2/catch.hpp>

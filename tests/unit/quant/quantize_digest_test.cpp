@@ -5,12 +5,12 @@
 // bit-exact on every path: rotated, importance-weighted, padded, two-pass, automatic.
 // Each case runs twice: block by block (encode_block) and batched through a BlockSearch
 // (CpuBlockSearch here; the GPU search runs the same cases in tests/gpu).
-#include "aff/core/hash.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/block_search.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/matrix.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/block_search.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/matrix.hpp"
 #include "unit/quant/test_rows.hpp"
 
 #include <catch2/catch.hpp>

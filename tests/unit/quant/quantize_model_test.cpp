@@ -3,17 +3,17 @@
 // checkpoint's stored bytes, every expert decodes close to the original, the output
 // is the same at any thread count, --layers and the draft container are consistent,
 // and imatrix problems are named.
-#include "aff/checkpoint/checkpoint.hpp"
-#include "aff/container/container.hpp"
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/progress.hpp"
-#include "aff/model/config.hpp"
-#include "aff/quant/codebook_source.hpp"
-#include "aff/quant/config_truncate.hpp"
-#include "aff/quant/expert_profile.hpp"
-#include "aff/quant/quantize_model.hpp"
-#include "aff/quant/quantize_plan.hpp"
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/quant/codebook_source.hpp"
+#include "libaff/quant/config_truncate.hpp"
+#include "libaff/quant/expert_profile.hpp"
+#include "libaff/quant/quantize_model.hpp"
+#include "libaff/quant/quantize_plan.hpp"
 #include "unit/quant/background_search.hpp"
 #include "unit/quant/imatrix_writer.hpp"
 

@@ -1,11 +1,11 @@
 // Tests for the provenance digests (libaff/quant/source_digests.hpp): names without their
 // directory, SHA-256 of the bytes, the same from the background hasher aff-quantize runs
 // while it quantises, and its errors and early stop.
-#include "aff/core/error.hpp"
-#include "aff/core/hash.hpp"
-#include "aff/core/progress.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/source_digests.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/source_digests.hpp"
 
 #include "../temp_dir.hpp"
 

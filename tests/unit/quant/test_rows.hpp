@@ -4,7 +4,7 @@
 // so the pinned digests mean the same thing on both sides.
 #pragma once
 
-#include "aff/quant/codebook_train.hpp"
+#include "libaff/quant/codebook_train.hpp"
 
 #include <cmath>
 #include <cstdint>

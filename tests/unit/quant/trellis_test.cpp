@@ -1,14 +1,14 @@
 // Tests for the trellis block code (libaff/quant/trellis.cpp), the codebook container
 // (codebook.cpp), the half-precision helpers, the rotation and whole-matrix
 // quantisation (matrix.cpp), including byte-identical output at any thread count.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/quant/codebook.hpp"
-#include "aff/quant/codebook_train.hpp"
-#include "aff/quant/half.hpp"
-#include "aff/quant/matrix.hpp"
-#include "aff/quant/rotation.hpp"
-#include "aff/quant/trellis.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/quant/codebook.hpp"
+#include "libaff/quant/codebook_train.hpp"
+#include "libaff/quant/half.hpp"
+#include "libaff/quant/matrix.hpp"
+#include "libaff/quant/rotation.hpp"
+#include "libaff/quant/trellis.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,11 +1,11 @@
 // Tests for libaff/runtime: the generation loop on a tiny fixture, the logits file and
 // token-list parsing.
-#include "aff/core/error.hpp"
-#include "aff/core/thread_pool.hpp"
-#include "aff/model/forward.hpp"
-#include "aff/runtime/generate.hpp"
-#include "aff/runtime/logits_file.hpp"
-#include "aff/runtime/token_list.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/generate.hpp"
+#include "libaff/runtime/logits_file.hpp"
+#include "libaff/runtime/token_list.hpp"
 
 #include <catch2/catch.hpp>
 

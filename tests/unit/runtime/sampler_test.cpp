@@ -1,7 +1,7 @@
 // Tests for libaff/runtime/sampler: greedy choice, each filter's cut, seeding, and the
 // reported log-probabilities against values computed by hand.
-#include "aff/core/error.hpp"
-#include "aff/runtime/sampler.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/runtime/sampler.hpp"
 
 #include <catch2/catch.hpp>
 

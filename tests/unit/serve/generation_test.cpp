@@ -1,8 +1,8 @@
 // Tests for libaff/serve/generation (driven by the scripted test engine): stop
 // strings never leak, the budget is exact, cancellation costs at most one token,
 // and a seeded generation repeats. Also the test engine's own chat parser.
-#include "aff/serve/generation.hpp"
-#include "aff/serve/test_engine.hpp"
+#include "libaff/serve/generation.hpp"
+#include "libaff/serve/test_engine.hpp"
 
 #include <catch2/catch.hpp>
 

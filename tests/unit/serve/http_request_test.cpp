@@ -1,6 +1,6 @@
 // Tests for libaff/serve/http_request: framing (Content-Length, chunked, pipelining,
 // byte-at-a-time input), keep-alive rules and each rejection with its status.
-#include "aff/serve/http_request.hpp"
+#include "libaff/serve/http_request.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // Tests for libaff/serve/http_server on loopback: keep-alive, chunked streaming,
 // 100-continue, the request timeout (408), and the disconnect check used to stop a
 // generation. A tiny handler stands in for the OpenAI service.
-#include "aff/serve/http_server.hpp"
+#include "libaff/serve/http_server.hpp"
 
 #include <catch2/catch.hpp>
 

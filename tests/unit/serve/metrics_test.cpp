@@ -1,7 +1,7 @@
 // Tests for libaff/serve/metrics: the exact Prometheus text /metrics answers (scrapers
 // and the CLI tests read it line by line), unknown paths folded into one label, and the
 // prefix-cache lines present only when there is a cache.
-#include "aff/serve/metrics.hpp"
+#include "libaff/serve/metrics.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -6,7 +6,7 @@
 // the part up to the last <｜Assistant｜> is shared, unless tools keep the reasoning. Then
 // the engine: the second turn restores a snapshot, reports the tokens it took from it, and
 // its logits equal those of an engine without the cache, bit for bit.
-#include "aff/serve/model_engine.hpp"
+#include "libaff/serve/model_engine.hpp"
 
 #include <catch2/catch.hpp>
 

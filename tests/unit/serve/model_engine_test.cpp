@@ -7,11 +7,11 @@
 // share.
 #include "unit/model/container_fixture.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/runtime/model_tokenizer.hpp"
-#include "aff/serve/dsv4_chat.hpp"
-#include "aff/serve/model_engine.hpp"
-#include "aff/tokenizer/byte_level.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/runtime/model_tokenizer.hpp"
+#include "libaff/serve/dsv4_chat.hpp"
+#include "libaff/serve/model_engine.hpp"
+#include "libaff/tokenizer/byte_level.hpp"
 
 #include <catch2/catch.hpp>
 

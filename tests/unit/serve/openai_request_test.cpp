@@ -1,6 +1,6 @@
 // Tests for libaff/serve/openai_request: what a valid chat or completion request
 // becomes, and the 400 error (message, param, code) for each kind of bad input.
-#include "aff/serve/openai_request.hpp"
+#include "libaff/serve/openai_request.hpp"
 
 #include <catch2/catch.hpp>
 

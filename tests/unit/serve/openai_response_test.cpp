@@ -1,7 +1,7 @@
 // Tests for libaff/serve/openai_response: ChatEvents become OpenAI deltas the way
 // OpenAI streams them (tool calls: index + id + name first, argument fragments
 // after), and the final message agrees with the concatenated deltas.
-#include "aff/serve/openai_response.hpp"
+#include "libaff/serve/openai_response.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // for and only at entry boundaries; the least recently used entry (by insertion or by
 // match) is evicted first; the held bytes never exceed the capacity; a capacity of 0
 // stores and matches nothing.
-#include "aff/serve/prefix_cache.hpp"
+#include "libaff/serve/prefix_cache.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // Tests for libaff/serve/scheduler: one holder at a time, first come first served,
 // a full queue refused at once, a waiter that gives up leaves no hole.
-#include "aff/serve/scheduler.hpp"
+#include "libaff/serve/scheduler.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // Tests for libaff/serve/sse: one event per data line, [DONE], and the reader that the
 // other tests use, including its refusal of malformed framing.
-#include "aff/core/error.hpp"
-#include "aff/serve/sse.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/serve/sse.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -4,7 +4,7 @@
 // and options as the reference rendered them.
 #pragma once
 
-#include "aff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/chat.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,9 +2,9 @@
 // (tests/data/chat/*.json, made by tests/oracle/chat_golden.py running encoding_dsv4.py),
 // plus what the reference does not define: malformed and truncated model output, both
 // DSML spellings, and streaming in arbitrary pieces.
-#include "aff/core/error.hpp"
-#include "aff/tokenizer/chat.hpp"
-#include "aff/tokenizer/py_json.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/py_json.hpp"
 #include "chat_golden.hpp"
 
 #include <catch2/catch.hpp>

@@ -5,7 +5,7 @@
 #include "chat_golden.hpp"
 #include "support.hpp"
 
-#include "aff/tokenizer/chat.hpp"
+#include "libaff/tokenizer/chat.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // tokenizer_golden.py made tests/data/tokenizer/*.zst on the GPU machine). Exact equality.
 #include "support.hpp"
 
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -4,8 +4,8 @@
 // tests/oracle/tokenizer_golden.py).
 #pragma once
 
-#include "aff/core/error.hpp"
-#include "aff/tokenizer/tokenizer.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/tokenizer/tokenizer.hpp"
 
 #include <zstd.h>
 

@@ -3,10 +3,10 @@
 // on tokenizer.json features libaff does not implement, and the two BPE merge algorithms.
 #include "support.hpp"
 
-#include "aff/tokenizer/bpe.hpp"
-#include "aff/tokenizer/byte_level.hpp"
-#include "aff/tokenizer/split_regex.hpp"
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/tokenizer/bpe.hpp"
+#include "libaff/tokenizer/byte_level.hpp"
+#include "libaff/tokenizer/split_regex.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <catch2/catch.hpp>
 

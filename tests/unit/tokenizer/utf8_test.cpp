@@ -1,6 +1,6 @@
 // UTF-8 repair: the maximal-subpart rule (values checked against Python's
 // bytes.decode("utf-8", "replace")) and its incremental form.
-#include "aff/tokenizer/utf8.hpp"
+#include "libaff/tokenizer/utf8.hpp"
 
 #include <catch2/catch.hpp>
 

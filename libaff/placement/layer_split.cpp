@@ -1,8 +1,8 @@
 // split_layers (layer_split.hpp): a greedy walk over the layers that fills each device to the
 // same fraction of its memory, then checks every device's total against what it has.
-#include "aff/runtime/layer_split.hpp"
+#include "libaff/placement/layer_split.hpp"
 
-#include "aff/core/error.hpp"
+#include "libaff/core/error.hpp"
 
 #include <numeric>
 

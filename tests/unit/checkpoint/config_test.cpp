@@ -1,7 +1,7 @@
-// Tests for libaff/model/config: both config forms give the same geometry, and every
+// Tests for libaff/checkpoint/config: both config forms give the same geometry, and every
 // validation failure names its field.
-#include "aff/core/error.hpp"
-#include "aff/model/config.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/checkpoint/config.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,7 +26,7 @@ nlohmann::json tiny_a() {
 }
 }  // namespace
 
-TEST_CASE("the transformers and the official config forms give the same model", "[model]") {
+TEST_CASE("the transformers and the official config forms give the same model", "[checkpoint]") {
     const aff::ModelConfig a = aff::load_model_config(models + "/tiny-a/config.json");
     const aff::ModelConfig q = aff::load_model_config(models + "/tiny-a-fp8/config.json");
     CHECK(a.hidden_size == 128);
@@ -51,7 +51,7 @@ TEST_CASE("the transformers and the official config forms give the same model", 
     CHECK(q.num_mtp_layers == 1);
 }
 
-TEST_CASE("config validation names the field at fault", "[model][corrupt]") {
+TEST_CASE("config validation names the field at fault", "[checkpoint][corrupt]") {
     auto j = tiny_a();
     j["o_groups"] = 3;
     CHECK(config_error(j) == "config.json: field o_groups: 3 does not divide num_attention_heads 4");

@@ -1,7 +1,7 @@
 // Which layers each GPU runs when the forward is split across several (--gpus N, a layer
 // split): contiguous ranges in device order, each device's share of the bytes proportional
 // to the memory it has, every device at least one layer. Pure arithmetic on byte counts, so
-// CPU builds compile it and unit tests pin it (tests/unit/runtime/layer_split_test.cpp); the
+// CPU builds compile it and unit tests pin it (tests/unit/placement/layer_split_test.cpp); the
 // GPU forward (libaff/gpu/forward_model.cpp) measures the bytes and builds one shard a range.
 #pragma once
 

@@ -6,8 +6,8 @@
 // with dynamic_cast. Header only, so CPU-only builds compile sources that implement it.
 #pragma once
 
-#include "aff/model/weights.hpp"
-#include "aff/quant/codebook.hpp"
+#include "libaff/model/weights.hpp"
+#include "libaff/quant/codebook.hpp"
 
 #include <cstdint>
 

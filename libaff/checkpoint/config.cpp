@@ -1,8 +1,8 @@
 // Reading and validating config.json (see config.hpp for the two accepted forms).
-#include "aff/model/config.hpp"
+#include "libaff/checkpoint/config.hpp"
 
-#include "aff/core/error.hpp"
-#include "aff/core/mapped_file.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/mapped_file.hpp"
 
 #include <cmath>
 #include <limits>

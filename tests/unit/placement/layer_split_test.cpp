@@ -1,8 +1,8 @@
-// Tests for libaff/runtime/layer_split: the ranges a layer split gives for equal and unequal
+// Tests for libaff/placement/layer_split: the ranges a layer split gives for equal and unequal
 // devices, the fixed parts (embedding first, head last), the one-layer-each rule, forced
 // splits, and the error lines (with the MiB missing) when a model does not fit.
-#include "aff/core/error.hpp"
-#include "aff/runtime/layer_split.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/placement/layer_split.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -42,20 +42,20 @@ std::string error_of(const LayerSplitInput& in, aff::ErrorKind& kind) {
 
 }  // namespace
 
-TEST_CASE("equal devices take equal halves; one device takes every layer", "[runtime]") {
+TEST_CASE("equal devices take equal halves; one device takes every layer", "[placement]") {
     CHECK(ranges(aff::split_layers(input(4, 100, {1000, 1000}))) == std::vector<std::pair<int, int>>{{0, 2}, {2, 4}});
     const std::vector<LayerRange> one = aff::split_layers(input(5, 100, {1000}));
     CHECK(ranges(one) == std::vector<std::pair<int, int>>{{0, 5}});
     CHECK(one[0].bytes == 500 * M);
 }
 
-TEST_CASE("a device with three times the memory takes three times the layers", "[runtime]") {
+TEST_CASE("a device with three times the memory takes three times the layers", "[placement]") {
     CHECK(ranges(aff::split_layers(input(8, 100, {600, 200}))) == std::vector<std::pair<int, int>>{{0, 6}, {6, 8}});
     CHECK(ranges(aff::split_layers(input(8, 100, {2000, 2000, 4000}))) ==
           std::vector<std::pair<int, int>>{{0, 2}, {2, 4}, {4, 8}});
 }
 
-TEST_CASE("the embedding counts on the first device, the head on the last, activations on each", "[runtime]") {
+TEST_CASE("the embedding counts on the first device, the head on the last, activations on each", "[placement]") {
     LayerSplitInput in = input(6, 100, {500, 500});
     in.first_bytes = 200 * M;  // need 800 of 1000: each device filled to 400; the first has 200 left for layers
     const std::vector<LayerRange> r = aff::split_layers(in);
@@ -71,7 +71,7 @@ TEST_CASE("the embedding counts on the first device, the head on the last, activ
     CHECK(s[1].bytes == 410 * M);
 }
 
-TEST_CASE("every device runs at least one layer", "[runtime]") {
+TEST_CASE("every device runs at least one layer", "[placement]") {
     CHECK(ranges(aff::split_layers(input(2, 50, {1000, 100}))) == std::vector<std::pair<int, int>>{{0, 1}, {1, 2}});
     aff::ErrorKind kind{};
     CHECK(error_of(input(2, 10, {100, 100, 100}), kind) ==
@@ -79,7 +79,7 @@ TEST_CASE("every device runs at least one layer", "[runtime]") {
     CHECK(kind == aff::ErrorKind::usage);
 }
 
-TEST_CASE("a model larger than the devices' memory names the MiB missing", "[runtime]") {
+TEST_CASE("a model larger than the devices' memory names the MiB missing", "[placement]") {
     aff::ErrorKind kind{};
     CHECK(error_of(input(4, 100, {150, 150}), kind) ==
           "the model needs 400 MiB of GPU memory on 2 GPUs, 300 MiB available: 100 MiB missing");
@@ -91,7 +91,7 @@ TEST_CASE("a model larger than the devices' memory names the MiB missing", "[run
     CHECK(kind == aff::ErrorKind::device);
 }
 
-TEST_CASE("a forced split is taken as given, checked against each device", "[runtime]") {
+TEST_CASE("a forced split is taken as given, checked against each device", "[placement]") {
     LayerSplitInput in = input(4, 100, {1000, 1000});
     in.forced = {1, 3};
     const std::vector<LayerRange> r = aff::split_layers(in);
