@@ -6,9 +6,6 @@
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 
-#include <algorithm>
-#include <vector>
-
 namespace aff::gpu {
 namespace {
 
@@ -35,26 +32,6 @@ void stream_read(const void* p, size_t n16, uint32_t* sink, unsigned blocks, voi
     stream_read_kernel<<<dim3(blocks), dim3(256), 0, static_cast<hipStream_t>(stream)>>>(
         static_cast<const uint4*>(p), n16, sink, static_cast<size_t>(blocks) * 256);
     AFF_GPU_CHECK(hipGetLastError());
-}
-
-double measure_read_ceiling(int multiprocessors) {
-    const size_t bytes = size_t{4} << 30;
-    Buffer buf(bytes), sink(sizeof(uint32_t));
-    Stream s;
-    s.fill(buf.data(), 0x5a, bytes);
-    const unsigned blocks = static_cast<unsigned>(multiprocessors) * 8;
-    for (int i = 0; i < 3; ++i) stream_read(buf.data(), bytes / 16, sink.as<uint32_t>(), blocks, s.handle());
-    std::vector<float> ms;
-    for (int r = 0; r < 9; ++r) {
-        Event a, b;
-        a.record(s);
-        stream_read(buf.data(), bytes / 16, sink.as<uint32_t>(), blocks, s.handle());
-        b.record(s);
-        b.synchronize();
-        ms.push_back(b.ms_since(a));
-    }
-    std::sort(ms.begin(), ms.end());
-    return static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3);
 }
 
 }  // namespace aff::gpu

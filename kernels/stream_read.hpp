@@ -1,5 +1,5 @@
 // The streaming read that measures a GPU's HBM read ceiling: every benchmark divides its
-// figure by the ceiling measured in the same run (tests/bench/gpu_bench.hpp for the kernel
+// figure by the ceiling measured in the same run (libaff/gpu/read_ceiling.hpp) (tests/bench/gpu_bench.hpp for the kernel
 // benchmarks, tests/bench/decode_bench.cpp for the whole decode step). Reads each 16-byte
 // word once with streaming loads and keeps nothing. Host-callable declaration only; device
 // code in stream_read.hip.
@@ -14,9 +14,5 @@ namespace aff::gpu {
 // threads; sink (one device uint32) is written only in a case that never happens, so the
 // loads stay.
 void stream_read(const void* p, size_t n16, uint32_t* sink, unsigned blocks, void* stream);
-
-// Bytes/s of one pass of the streaming read over a 4 GiB buffer on the current device (8
-// blocks a multiprocessor; median of 9 after 3 warm-up passes).
-double measure_read_ceiling(int multiprocessors);
 
 }  // namespace aff::gpu

@@ -18,6 +18,7 @@
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "kernels/stream_read.hpp"
+#include "libaff/gpu/read_ceiling.hpp"
 #endif
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 #include "libaff/gpu/device.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/stream_read.hpp"
+#include "libaff/gpu/read_ceiling.hpp"
 
 #include <algorithm>
 #include <vector>
