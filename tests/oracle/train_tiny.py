@@ -33,7 +33,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
-from transformers.models.deepseek_v4 import modeling_deepseek_v4 as mod
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dsv4_export import tf_config
@@ -67,7 +66,8 @@ class Mtp(nn.Module):
         host = DeepseekV4ForCausalLM(DeepseekV4Config(**tf_config(md)))  # initialised as transformers does
         D, eps = d["hidden_size"], host.config.rms_norm_eps
         self.config = host.config
-        self.enorm, self.hnorm = mod.DeepseekV4RMSNorm(D, eps), mod.DeepseekV4RMSNorm(D, eps)
+        norm = type(host.model.norm)  # transformers' weighted RMSNorm
+        self.enorm, self.hnorm = norm(D, eps=eps), norm(D, eps=eps)
         self.e_proj, self.h_proj = nn.Linear(D, D, bias=False), nn.Linear(D, D, bias=False)
         for lin in (self.e_proj, self.h_proj):
             nn.init.normal_(lin.weight, std=host.config.initializer_range)
@@ -109,7 +109,7 @@ class Taps:
 
     def __init__(self, model, mtp, indexer_loss):
         self.model, self.indexer_loss = model, indexer_loss
-        self.counting, self.kl_terms, self.kl_on = True, [], False
+        self.counting, self.kl_terms, self.kl_on, self.indexer_loss_broken = True, [], False, False
         self.inputs, self.streams = {}, None
         self.learned, self.hashed = [], []  # (name, router module)
         self.load, self.handles = {}, []
@@ -118,9 +118,11 @@ class Taps:
         hook(layers[0].register_forward_pre_hook(self._grab_inputs, with_kwargs=True))
         hook(layers[-1].register_forward_hook(self._grab_streams))
         for name, m in list(model.named_modules()) + [("mtp." + n, m) for n, m in mtp.named_modules()]:
-            if isinstance(m, mod.DeepseekV4TopKRouter):
+            # Recognised by what they hold, not by class name: the learned router keeps
+            # the balancing bias, the hash router the token-to-expert table.
+            if hasattr(m, "e_score_correction_bias") and hasattr(m, "num_experts"):
                 self.learned.append((name, m))
-            elif isinstance(m, mod.DeepseekV4HashRouter):
+            elif hasattr(m, "tid2eid") and hasattr(m, "num_experts"):
                 self.hashed.append((name, m))
             else:
                 continue
@@ -133,6 +135,11 @@ class Taps:
                 idx = getattr(comp, "indexer", None) if comp is not None else None
                 if idx is None:
                     continue
+                if not hasattr(idx, "scorer") or not hasattr(idx, "index_topk"):
+                    print("train_tiny: WARNING this transformers' indexer has no scorer/index_topk; "
+                          "training without the indexer loss", flush=True)
+                    self.csa.clear()
+                    break
                 slot = self.csa[i] = {}
                 hook(idx.register_forward_pre_hook(_detach_inputs, with_kwargs=True))
                 hook(idx.register_forward_hook(lambda m, a, out, slot=slot: slot.__setitem__("topk", out)))
@@ -163,10 +170,13 @@ class Taps:
     def _indexer_kl(self, slot, out):
         if not self.kl_on:
             return
-        if not (isinstance(out, tuple) and len(out) > 1 and torch.is_tensor(out[1]) and out[1].dim() == 4):
-            raise SystemExit("train_tiny: the attention module returned no [B, H, S, K] weights; "
-                             "this transformers version needs --no-indexer-loss")
-        scores, topk = slot.pop("scores"), slot.pop("topk")
+        scores, topk = slot.pop("scores", None), slot.pop("topk", None)
+        if not (isinstance(out, tuple) and len(out) > 1 and torch.is_tensor(out[1]) and out[1].dim() == 4) or \
+                scores is None or topk is None:
+            print("train_tiny: WARNING the attention returned no [B, H, S, K] weights (or the indexer hooks saw "
+                  "nothing); the indexer loss is switched off", flush=True)
+            self.indexer_loss_broken = True
+            return
         T = scores.shape[-1]
         if T == 0 or topk.numel() == 0:
             return
@@ -189,19 +199,37 @@ class Taps:
         return out
 
 
+def sliding_mask(n, window, device):
+    """Additive [1, 1, n, n] mask: query i sees keys j with 0 <= i - j < window (the
+    window includes the current token, model doc 1.2)."""
+    i = torch.arange(n, device=device)
+    rel = i[:, None] - i[None, :]
+    ok = (rel >= 0) & (rel < window)
+    return torch.zeros(n, n, device=device).masked_fill(~ok, float("-inf"))[None, None]
+
+
 def mtp_logits(model, mtp, taps, ids):
-    """MTP logits for rows 0..S-2 of the forward that just ran on `ids` [B, S]."""
+    """MTP logits for rows 0..S-2 of the forward that just ran on `ids` [B, S]. Position
+    embeddings and mask are the trunk's (read by the hooks) when they have the expected
+    form, else made here the same way."""
+    if taps.streams is None:
+        raise SystemExit("train_tiny: the hook on the last decoder layer saw no output")
     S = ids.shape[1]
-    pe = taps.inputs["position_embeddings"]
-    mask = taps.inputs["attention_mask"]
-    if not isinstance(pe, dict) or "main" not in pe or taps.streams is None:
-        raise SystemExit("train_tiny: could not read the trunk's position embeddings / streams through the hooks")
-    if not (torch.is_tensor(mask) and mask.dim() == 4):
-        raise SystemExit(f"train_tiny: expected a 4-D attention mask from the trunk, got {type(mask).__name__}")
-    cos, sin = pe["main"]
-    pe_mtp = {"main": (cos[:, :S - 1], sin[:, :S - 1])}
-    pos = taps.inputs["position_ids"][:, :S - 1]
-    y = mtp(taps.streams[:, :S - 1], model.model.embed_tokens(ids[:, 1:]), pe_mtp, pos, mask[..., :S - 1, :S - 1])
+    n = S - 1
+    pos = taps.inputs.get("position_ids")
+    pos = pos[:, :n] if torch.is_tensor(pos) else torch.arange(n, device=ids.device)[None]
+    pe = taps.inputs.get("position_embeddings")
+    if isinstance(pe, dict) and "main" in pe:
+        cos, sin = pe["main"]
+        cos, sin = cos[:, :n], sin[:, :n]
+    else:
+        cos, sin = model.model.rotary_emb(taps.streams[:, :n, 0], position_ids=pos, layer_type="main")
+    mask = taps.inputs.get("attention_mask")
+    if torch.is_tensor(mask) and mask.dim() == 4 and mask.shape[-1] == S and mask.is_floating_point():
+        mask = mask[..., :n, :n]
+    else:
+        mask = sliding_mask(n, model.config.sliding_window, ids.device)
+    y = mtp(taps.streams[:, :n], model.model.embed_tokens(ids[:, 1:]), {"main": (cos, sin)}, pos, mask)
     return model.lm_head(y)
 
 
@@ -348,7 +376,7 @@ def main():
         w = batch_at(data, step, a.seed, a.batch, a.seq, device)
         ids = w[:, :-1]
         taps.kl_terms.clear()
-        taps.kl_on = bool(taps.csa)
+        taps.kl_on = bool(taps.csa) and not taps.indexer_loss_broken
         with torch.autocast(device_type=device, dtype=torch.bfloat16):
             logits = model(input_ids=ids, use_cache=False).logits
             loss_main = F.cross_entropy(logits.float().reshape(-1, vocab), w[:, 1:].reshape(-1))
