@@ -272,7 +272,7 @@ def main():
     ap.add_argument("ckpt")
     ap.add_argument("--steps", type=int, default=0, help="optimizer steps (default: planned from --time-budget)")
     ap.add_argument("--time-budget", type=float, default=420.0, help="training seconds the plan aims at")
-    ap.add_argument("--time-limit", type=float, default=540.0, help="training seconds after which a run stops anyway")
+    ap.add_argument("--time-limit", type=float, default=480.0, help="training seconds after which a run stops anyway")
     ap.add_argument("--max-steps", type=int, default=4000, help="cap on the planned step count")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seq", type=int, default=512)

@@ -145,7 +145,10 @@ def main():
             if left <= 0:
                 return
             left -= len(d["text"].encode())
-            yield d["text"]
+            text = d["text"]
+            for marker in SPECIAL + MARKERS:  # added tokens: no merges are spent on their bytes
+                text = text.replace(marker, "\n")
+            yield text
     tok = build(a.vocab, sample())
     spec = aff_shape(json.loads(tok.to_str()))
     path = os.path.join(a.out, "tokenizer.json")
