@@ -15,7 +15,8 @@
 #   train.jsonl, heldout.jsonl  one {"text", "kind": code|doc|chat, "src"} per line;
 #                               chat texts carry their own BOS/EOS, the others get them
 #                               when tokenised (train_tokenizer.py)
-#   manifest.json               every source considered: licence, verdict, files, bytes
+#   manifest.json               the sources used (licence, version, files, bytes per split)
+#                               and every source left out with its licence verdict
 # usage: build_corpus.py OUT_DIR [--max-mb 160] [--chat-share 0.08] [--seed 23] [--smoke]
 import argparse, ast, gzip, hashlib, importlib.metadata, json, multiprocessing, os, random, re, sys, sysconfig, time
 
@@ -332,7 +333,7 @@ def main():
     cap = water_fill(sizes[1:], max(0, int(a.max_mb * 1e6) - sizes[0]))
     train, heldout, pairs_train, pairs_heldout, manifest = [], [], [], [], []
     for s, docs in zip(srcs, per_src):
-        name, version, lic, verdict, root, files = s
+        name, version, lic, verdict, _, files = s
         used = {"train_files": 0, "heldout_files": 0, "train_bytes": 0, "heldout_bytes": 0}
         budget = cap if s is not srcs[0] else sizes[0]
         for rel, kind, text, pairs in docs:
@@ -345,7 +346,8 @@ def main():
             (pairs_heldout if held else pairs_train).extend(pairs)
             used["heldout_files" if held else "train_files"] += 1
             used["heldout_bytes" if held else "train_bytes"] += n
-        manifest.append(dict(source=name, version=version, licence=lic, verdict=verdict, root=root,
+        where = "stdlib" if s is srcs[0] else ("/usr/share/doc" if name.startswith("debian:") else "site-packages")
+        manifest.append(dict(source=name, version=version, licence=lic, verdict=verdict, where=where,
                              candidate_files=len(files), **used))
     # Chat samples: docstring pairs grouped into conversations of one to three turns.
     def make_chats(pairs, budget):
@@ -385,8 +387,11 @@ def main():
         bytes_by_kind={k: sum(len(d["text"].encode()) for d in train + heldout if d["kind"] == k) for k in ("code", "doc", "chat")},
         by_licence_verdict={v: sum(1 for m in manifest if m["verdict"] == v) for v in ("permissive", "excluded", "unknown")},
         seconds=round(time.time() - t0, 1))
+    used_sources = [m for m in manifest if m["train_files"] + m["heldout_files"]]
+    not_used = [[m["source"], m["verdict"], m["licence"][:100]] for m in manifest
+                if not m["train_files"] + m["heldout_files"]]
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
-        json.dump({"summary": summary, "sources": manifest}, f, indent=1, ensure_ascii=False)
+        json.dump({"summary": summary, "sources": used_sources, "not_used": not_used}, f, indent=1, ensure_ascii=False)
     print("build_corpus:", json.dumps(summary), flush=True)
     used = sorted((m for m in manifest if m["train_bytes"] + m["heldout_bytes"]), key=lambda m: -m["train_bytes"])
     for m in used[:15]:
