@@ -37,8 +37,8 @@
 //   gemm_min_tokens (5) or more run FP8 and BF16 projections through fp8_gemm / bf16_gemm and
 //   TQ2875 routed experts through moe_gemm (tokens grouped by expert on the device), and the
 //   CSA indexer's scores (IndexerMath::bf16_mma), on the tensor cores with bf16 inputs; shapes those refuse, layers with TQ2875R experts (no
-//   rotated input in moe_gemm yet), decode steps and calls of 1–4 tokens take the GEMVs
-//   (fp32 activations).
+//   rotated input in moe_gemm yet), decode steps, calls of 1–4 tokens and exact mode
+//   (GpuOptions::exact) take the GEMVs (fp32 activations).
 // Weight storage: BF16 where every value of a tensor is exactly a BF16 number (all BF16
 // checkpoint tensors, FP4 experts, FP8 values), F32 otherwise: both are lossless, so the GPU
 // multiplies the very values the CPU reference does and the comparison stays tight.
@@ -96,6 +96,12 @@ struct GpuOptions {
     bool cpu_attention = false;        // run attention on the CPU even where the kernels take it (tests)
     bool graphs = true;                // decode replays captured graphs (false: the same launches one by one)
     int gemm_min_tokens = 5;           // calls of this many tokens or more use the prefill GEMMs; 0 = never
+    // Exact mode: every product takes fp32 activations (the GEMVs and the indexer's fp32 scores,
+    // whatever gemm_min_tokens says), so the logits match the CPU reference's within fp32
+    // summation order (tests/gpu/sweep_test.cpp holds it to 1e-4 of DeepSeek's reference). The
+    // default mode's prefill GEMMs round activations to bf16; its bound against exact mode is
+    // stated and tested there too.
+    bool exact = false;
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
 };
 

@@ -213,7 +213,9 @@ struct GpuModel::Impl {
     // (fp8_gemm, bf16_gemm, moe_gemm) where the shape allows; decode steps (of any number of
     // sequences) and shorter calls stay on the GEMVs, which keep fp32 activations.
     bool prefill_call = false;  // set by run()
-    bool use_gemm(int n) const { return prefill_call && options.gemm_min_tokens > 0 && n >= options.gemm_min_tokens; }
+    bool use_gemm(int n) const {
+        return !options.exact && prefill_call && options.gemm_min_tokens > 0 && n >= options.gemm_min_tokens;
+    }
 
     Impl(const Model& m, const GpuOptions& o, int dev, int first, int end)
         : cpu(m), c(m.config()), options(o), device(dev), first_layer(first), end_layer(end), device_guard(dev) {}

@@ -63,6 +63,21 @@ public:
         for (char& c : s.bytes) c = char(base - int(next() & 1));
         tensors_.push_back(std::move(s));
     }
+    // A routed expert's FP4 linear `<stem>.weight` (I8 [rows, cols/2], two E2M1 codes a byte, the
+    // even column in the low nibble) with its `<stem>.scale` (F8_E8M0 [rows, cols/32]): uniform
+    // codes (value RMS about 2.9) and scales near 1 / (2.9 sqrt(cols)), one in two halved, so
+    // products stay O(1). cols must be a multiple of 32.
+    void matrix_fp4(const std::string& weight, int rows, int cols) {
+        Tensor t{weight, "I8", {std::uint64_t(rows), std::uint64_t(cols / 2)},
+                 std::string(std::size_t(rows) * (cols / 2), '\0')};
+        for (char& c : t.bytes) c = char(next() & 0xFF);
+        tensors_.push_back(std::move(t));
+        const int base = 127 - int(std::lround(std::log2(2.9 * std::sqrt(double(cols)))));
+        Tensor s{weight.substr(0, weight.size() - 7) + ".scale", "F8_E8M0",
+                 {std::uint64_t(rows), std::uint64_t(cols / 32)}, std::string(std::size_t(rows) * (cols / 32), '\0')};
+        for (char& c : s.bytes) c = char(base - int(next() & 1));
+        tensors_.push_back(std::move(s));
+    }
     // A hash layer's table: token id -> k distinct experts of `experts`, as I64.
     void tid2eid(const std::string& name, int vocab, int k, int experts) {
         Tensor t{name, "I64", {std::uint64_t(vocab), std::uint64_t(k)}, std::string(std::size_t(vocab) * k * 8, '\0')};

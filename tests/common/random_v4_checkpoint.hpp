@@ -23,9 +23,17 @@ struct V4Geometry {
         hc = 0;
     std::vector<std::string> layer_types;  // sliding_attention, compressed_sparse_attention, ...
     std::vector<bool> hash;                // per layer: routed by the token-id table
+    // Knobs the config sweep (v4_sweep.hpp) varies; the defaults are what the fixed-geometry
+    // users (serve tests, GPU container test) have always written.
+    int hca_ratio = 16;
+    double swiglu_limit = 10.0, routed_scaling = 1.5;
+    int sinkhorn_iters = 20;
+    double compress_theta = 160000.0, yarn_factor = 16.0;
+    bool fp4_experts = false;  // routed experts as packed FP4 with E8M0 per-32 scales, else BF16
 };
 
-// config.json: CSA ratio 4, HCA ratio 16, V4-Flash's RoPE, sinkhorn and routing constants.
+// config.json: CSA ratio 4, the geometry's HCA ratio (16 unless set), V4-Flash's RoPE, sinkhorn and
+// routing constants unless the geometry sets others.
 inline nlohmann::json v4_config(const V4Geometry& g) {
     const double rotary = double(g.rope_dim) / g.head_dim;
     nlohmann::json c = {
@@ -34,13 +42,13 @@ inline nlohmann::json v4_config(const V4Geometry& g) {
         {"num_attention_heads", g.heads}, {"num_key_value_heads", 1}, {"head_dim", g.head_dim},
         {"qk_rope_head_dim", g.rope_dim}, {"partial_rotary_factor", rotary}, {"q_lora_rank", g.q_lora_rank},
         {"o_groups", g.o_groups}, {"o_lora_rank", g.o_lora_rank}, {"sliding_window", g.window},
-        {"compress_rates", {{"compressed_sparse_attention", 4}, {"heavily_compressed_attention", 16}}},
+        {"compress_rates", {{"compressed_sparse_attention", 4}, {"heavily_compressed_attention", g.hca_ratio}}},
         {"index_n_heads", g.index_heads}, {"index_head_dim", g.index_head_dim}, {"index_topk", g.index_topk},
         {"n_routed_experts", g.experts}, {"num_experts_per_tok", g.experts_per_token}, {"n_shared_experts", 1},
-        {"moe_intermediate_size", g.expert_width}, {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0},
+        {"moe_intermediate_size", g.expert_width}, {"routed_scaling_factor", g.routed_scaling}, {"swiglu_limit", g.swiglu_limit},
         {"norm_topk_prob", true}, {"scoring_func", "sqrtsoftplus"}, {"hidden_act", "silu"}, {"hc_mult", g.hc},
-        {"hc_sinkhorn_iters", 20}, {"hc_eps", 1e-6}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
-        {"compress_rope_theta", 160000.0}, {"max_position_embeddings", 4096}, {"num_nextn_predict_layers", 0},
+        {"hc_sinkhorn_iters", g.sinkhorn_iters}, {"hc_eps", 1e-6}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+        {"compress_rope_theta", g.compress_theta}, {"max_position_embeddings", 4096}, {"num_nextn_predict_layers", 0},
         {"tie_word_embeddings", false}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"torch_dtype", "bfloat16"}};
     c["layer_types"] = nlohmann::json::array();
     c["mlp_layer_types"] = nlohmann::json::array();
@@ -51,15 +59,15 @@ inline nlohmann::json v4_config(const V4Geometry& g) {
     c["rope_parameters"] = {
         {"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", rotary}}},
         {"compress",
-         {{"rope_type", "yarn"}, {"rope_theta", 160000.0}, {"factor", 16.0}, {"original_max_position_embeddings", 65536},
+         {{"rope_type", "yarn"}, {"rope_theta", g.compress_theta}, {"factor", g.yarn_factor}, {"original_max_position_embeddings", 65536},
           {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"attention_factor", 1.0}, {"partial_rotary_factor", rotary}}}};
     return c;
 }
 
 // Every tensor of the model into w, scaled so activations stay O(1). The dense linears
 // (attention, compressors, indexer, gate, shared expert) are FP8 with block scales when
-// dense_fp8, else BF16; embedding, head and routed experts are always BF16. Returns how many
-// linears are FP8.
+// dense_fp8, else BF16; routed experts are FP4 when the geometry says so, else BF16; embedding
+// and head are always BF16. Returns how many linears are FP8.
 inline int write_v4_tensors(RandomSafetensors& w, const V4Geometry& g, bool dense_fp8) {
     const int D = g.hidden, HC = g.hc, H = g.heads, Dh = g.head_dim, E = g.experts, I = g.expert_width;
     int fp8 = 0;
@@ -104,7 +112,7 @@ inline int write_v4_tensors(RandomSafetensors& w, const V4Geometry& g, bool dens
         lin(a + "wo_b.weight", D, g.o_groups * g.o_lora_rank);
         if (type != "sliding_attention") {
             const bool csa = type == "compressed_sparse_attention";
-            compressor(a + "compressor.", csa ? 4 : 16, Dh, csa);
+            compressor(a + "compressor.", csa ? 4 : g.hca_ratio, Dh, csa);
             if (csa) {
                 lin(a + "indexer.wq_b.weight", g.index_heads * g.index_head_dim, g.q_lora_rank);
                 lin(a + "indexer.weights_proj.weight", g.index_heads, D);
@@ -120,9 +128,13 @@ inline int write_v4_tensors(RandomSafetensors& w, const V4Geometry& g, bool dens
         lin(f + "shared_experts.w3.weight", I, D);
         for (int e = 0; e < E; ++e) {
             const std::string q = f + "experts." + std::to_string(e) + ".";
-            w.matrix(q + "w1.weight", I, D);
-            w.matrix(q + "w2.weight", D, I);
-            w.matrix(q + "w3.weight", I, D);
+            auto expert = [&](const std::string& name, int rows, int cols) {
+                if (g.fp4_experts) w.matrix_fp4(name, rows, cols);
+                else w.matrix(name, rows, cols);
+            };
+            expert(q + "w1.weight", I, D);
+            expert(q + "w2.weight", D, I);
+            expert(q + "w3.weight", I, D);
         }
     }
     return fp8;
