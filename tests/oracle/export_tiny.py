@@ -15,7 +15,7 @@
 #   * greedy continuations of fixed prompts (token ids and text), recomputing the whole
 #     sequence at each step, as the oracle for aff's greedy output on these files;
 #   * the evaluation windows' token ids, the training summary and file sizes.
-# usage: export_tiny.py CKPT_DIR DATA_DIR OUT_DIR [--eval-windows 64] [--smoke]
+# usage: export_tiny.py CKPT_DIR DATA_DIR OUT_DIR [--eval-windows 32] [--smoke]
 import argparse, copy, json, os, shutil, sys, time
 
 import numpy as np
@@ -124,7 +124,7 @@ def main():
     ap.add_argument("ckpt")
     ap.add_argument("data")
     ap.add_argument("out")
-    ap.add_argument("--eval-windows", type=int, default=64)
+    ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--eval-seq", type=int, default=512)
     ap.add_argument("--eval-batch", type=int, default=8)
     ap.add_argument("--greedy-tokens", type=int, default=48)
