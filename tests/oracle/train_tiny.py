@@ -364,7 +364,7 @@ def main():
             per_step = (elapsed - t_plan[1]) / (step - t_plan[0])
             planned = max(PLAN_AT + 1, min(a.max_steps, int(PLAN_AT + (a.time_budget - elapsed) / per_step)))
             print(f"train_tiny: {per_step * 1000:.1f} ms a step: planned {planned} steps "
-                  f"({planned * a.batch * a.seq / 1e6:.0f} M tokens); repeat with --steps {planned}", flush=True)
+                  f"({planned * a.batch * a.seq / 1e6:.1f} M tokens); repeat with --steps {planned}", flush=True)
             log.write(json.dumps({"planned_steps": planned, "ms_per_step": round(per_step * 1000, 2)}) + "\n")
         t0 = time.time()
         dense = not planned or step < a.indexer_dense_frac * planned
@@ -422,7 +422,7 @@ def main():
     for ix in taps.indexers():
         ix.index_topk = sparse_topk
     save(stop_reason != "stop-after")
-    summary = dict(step=step, planned=planned, stop=stop_reason, repeat_with=f"--steps {planned}",
+    summary = dict(step=step, planned=planned, stop=stop_reason, repeat_with=f"--steps {planned}" if planned else None,
                    repeatable=stop_reason == "steps", tokens=tokens, elapsed=round(elapsed, 1),
                    trunk_parameters=n_params, mtp_parameters=n_mtp)
     log.write(json.dumps({"summary": summary}) + "\n")
