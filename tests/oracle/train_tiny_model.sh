@@ -36,9 +36,9 @@
 #   The .aff keeps every tensor but the routed experts and mtp.*, and stores the experts
 #   at 2.875 bits in 256-wide blocks (an expert 49,152 bytes instead of FP4's 52,224):
 #   about 8.7 MB. Together about 19.2 MB (+ 2 x ~60 KB tokenizer.json).
-#   Parameters: 11.3 M (trunk 9.6 M, MTP 1.6 M), about 2.6 M active per token: the
-#   25 M-parameter size the issue measured would not fit (its FP4 experts alone exceed
-#   the budget), so this one is smaller and trains more steps in the same time.
+#   Parameters: 11.5 M (trunk 9.5 M, MTP layer 2.1 M; counted by train_tiny.py), about
+#   4 M active per token: the 25 M-parameter size the issue measured would not fit the
+#   budget, so this one is smaller and trains more steps in the same time.
 # Time (H200), expected, not yet measured: corpus and tokenizer 2-3 min (--prepare-only);
 #   training 420 s (--time-budget: the step count is planned from the speed of steps 10-30,
 #   ~1800 steps of 64 x 512 = ~55 M tokens at the issue's 137 k tokens/s; a slower run is
