@@ -1,6 +1,6 @@
 # fish completion for aff-run
-complete -c aff-run -s m -l model -r -F -d 'checkpoint directory or .aff container'
-complete -c aff-run -l tokenizer -r -F -d 'tokenizer.json'
+complete -c aff-run -s m -l model -x -a '(__fish_complete_suffix .aff)' -d 'checkpoint directory or .aff container'
+complete -c aff-run -l tokenizer -x -a '(__fish_complete_suffix .json)' -d 'tokenizer.json'
 complete -c aff-run -s p -l prompt -x -d 'prompt text'
 complete -c aff-run -l prompt-file -r -F -d 'read the prompt text from a file'
 complete -c aff-run -l tokens -x -d 'prompt as token ids'

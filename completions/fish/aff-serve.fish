@@ -1,7 +1,7 @@
 # fish completion for aff-serve
 complete -c aff-serve -s h -l help -d 'print help'
-complete -c aff-serve -s m -l model -r -F -d 'checkpoint directory or .aff container'
-complete -c aff-serve -l tokenizer -r -F -d 'tokenizer.json of the model'
+complete -c aff-serve -s m -l model -x -a '(__fish_complete_suffix .aff)' -d 'checkpoint directory or .aff container'
+complete -c aff-serve -l tokenizer -x -a '(__fish_complete_suffix .json)' -d 'tokenizer.json of the model'
 complete -c aff-serve -s t -l threads -x -d 'worker threads (0 = one per hardware thread)'
 complete -c aff-serve -l gpus -x -d 'GPUs to use (0 = the CPU)'
 complete -c aff-serve -l gpu-mib -x -d 'cap on the GPU memory used, in MiB'
