@@ -82,11 +82,13 @@ struct ParsedCompletion {
     std::vector<ToolCall> tool_calls;
     bool finished = false;   // the end-of-sentence token was seen
     bool malformed = false;  // a tool-call block could not be parsed (its text is in content)
+    bool cut_short = false;  // the text ended inside a tool-call block (its unfinished part was dropped)
 };
 
 // Parses one generated assistant turn (text after the prompt, with or without the final
-// <｜end▁of▁sentence｜>). Never throws on model output: a tool-call block that is cut
-// short or malformed keeps every complete call and returns the rest as content.
+// <｜end▁of▁sentence｜>). Never throws on model output: a tool-call block keeps every
+// complete call; the rest of a malformed block is returned as content, the unfinished
+// rest of a block the text ends in (a reply cut by max_tokens) is dropped (cut_short).
 // Equivalent to feeding the whole text to a StreamingParser and finishing it.
 ParsedCompletion parse_completion(std::string_view text, ThinkingMode mode);
 
@@ -121,6 +123,7 @@ private:
     bool step_tool_calls(bool final, StreamDelta& out);
     void emit(StreamDelta& out, bool reasoning, std::string_view text);
     void give_up_block(StreamDelta& out);
+    void drop_unfinished_block();
 
     ThinkingMode mode_;
     State state_ = State::start;

@@ -310,12 +310,14 @@ bool StreamingParser::step_tool_calls(bool final, StreamDelta& out) {
         if (starts_with_any(buf_, t.invoke_open, len)) {
             std::size_t close = find_any(buf_, t.invoke_close, len);
             std::size_t eos = buf_.find(dsv4::eos);
-            if (close == std::string::npos || eos < close) {
-                if (final || eos != std::string::npos) {
-                    give_up_block(out);
-                    return true;
-                }
-                return false;  // wait for the rest of the invoke
+            if (eos < close) {  // the model ended its turn inside the invoke
+                give_up_block(out);
+                return true;
+            }
+            if (close == std::string::npos) {
+                if (!final) return false;  // wait for the rest of the invoke
+                drop_unfinished_block();
+                return true;
             }
             std::optional<ToolCall> call = parse_invoke(std::string_view(buf_).substr(0, close + len));
             if (!call) {
@@ -330,11 +332,24 @@ bool StreamingParser::step_tool_calls(bool final, StreamDelta& out) {
             buf_.erase(0, close + len);
             continue;
         }
-        if (!final && (buf_.empty() || could_become(buf_, t.block_close) || could_become(buf_, t.invoke_open)))
-            return false;
+        if (buf_.empty() || could_become(buf_, t.block_close) || could_become(buf_, t.invoke_open)) {
+            if (!final) return false;
+            drop_unfinished_block();
+            return true;
+        }
         give_up_block(out);
         return true;
     }
+}
+
+// Generation ended (the token budget) inside a block that was well formed so far: its
+// complete calls stay, and the unfinished rest is dropped rather than handed on as
+// content, where a client would show raw DSML markup.
+void StreamingParser::drop_unfinished_block() {
+    result_.cut_short = true;
+    block_text_.clear();
+    buf_.clear();
+    state_ = State::done;
 }
 
 // A block that cannot be parsed: its complete calls stay, the rest is content (all of

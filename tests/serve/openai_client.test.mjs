@@ -122,6 +122,21 @@ test('a full tool-call round trip, not streamed; tool_choice none hides the tool
   assert.equal(none.choices[0].message.content, 'You said: Oslo');
 });
 
+test('a reply cut by max_tokens inside a tool call shows no markup, streamed or not', async () => {
+  // The scripted tool call is well over 40 bytes of DSML; 40 tokens end inside it.
+  const messages = [{ role: 'user', content: 'Lisbon' }];
+  const r = await client.chat.completions.create({ model: 'm', tools: [weatherTool], max_tokens: 40, messages });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 40);
+  assert.equal(r.choices[0].message.content, '');  // the unfinished call is dropped, not shown as text
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  const s = await collect(await client.chat.completions.create({ model: 'm', stream: true, tools: [weatherTool],
+    max_tokens: 40, messages }));
+  assert.equal(s.finish, 'length');
+  assert.equal(s.content, '');
+  assert.equal(s.calls.length, 0);
+});
+
 test('max_tokens, stop, seed and logprobs', async () => {
   const cut = await client.chat.completions.create({ model: 'm', max_tokens: 6, messages: [{ role: 'user', content: 'count' }] });
   assert.equal(cut.choices[0].message.content, '1 2 3 ');

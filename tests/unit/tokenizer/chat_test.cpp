@@ -43,6 +43,7 @@ chat::ParsedCompletion parse_streaming(std::string_view text, chat::ThinkingMode
     REQUIRE(sum.tool_calls.size() == p.result().tool_calls.size());
     sum.finished = p.result().finished;
     sum.malformed = p.result().malformed;
+    sum.cut_short = p.result().cut_short;
     return sum;
 }
 
@@ -51,6 +52,7 @@ void check_same(const chat::ParsedCompletion& a, const chat::ParsedCompletion& b
     CHECK(a.content == b.content);
     CHECK(a.finished == b.finished);
     CHECK(a.malformed == b.malformed);
+    CHECK(a.cut_short == b.cut_short);
     REQUIRE(a.tool_calls.size() == b.tool_calls.size());
     for (std::size_t i = 0; i < a.tool_calls.size(); ++i) {
         CHECK(a.tool_calls[i].name == b.tool_calls[i].name);
@@ -164,7 +166,7 @@ TEST_CASE("streaming never leaks tool-call markup into content", "[tokenizer]") 
     CHECK(p.result().tool_calls.at(0).arguments_json == "{\"a\": \"x\"}");
 }
 
-TEST_CASE("malformed and truncated tool calls keep complete calls and return the rest as content",
+TEST_CASE("malformed tool calls keep complete calls and return the rest as content; cut ones drop the rest",
           "[tokenizer]") {
     const auto chat_mode = chat::ThinkingMode::chat;
     const std::string open = "<" + F + "tool_calls>\n", close = "</" + F + "tool_calls>";
@@ -175,22 +177,35 @@ TEST_CASE("malformed and truncated tool calls keep complete calls and return the
         return p;
     };
 
-    SECTION("cut inside the first call: all of the block is content") {
+    SECTION("cut inside the first call: the block is dropped, no markup reaches content") {
         std::string cut = "\n\n" + open + "<" + F + "invoke name=\"get_weather\">\n<" + F +
                           "parameter name=\"city\" string=\"true\">Par";
         auto p = both("Checking." + cut);
-        CHECK(p.content == "Checking." + cut);
+        CHECK(p.content == "Checking.");
         CHECK(p.tool_calls.empty());
-        CHECK(p.malformed);
+        CHECK(p.cut_short);
+        CHECK_FALSE(p.malformed);
         CHECK_FALSE(p.finished);
     }
-    SECTION("cut inside the second call: the first call stays") {
+    SECTION("cut inside the second call: the first call stays, the second is dropped") {
         std::string second = "<" + F + "invoke name=\"g\">\n<" + F + "param";
         auto p = both("\n\n" + open + invoke(F, "f", param(F, "a", "false", "[1, 2]")) + second);
         REQUIRE(p.tool_calls.size() == 1);
         CHECK(p.tool_calls[0].arguments_json == "{\"a\": [1, 2]}");
-        CHECK(p.content == second);
-        CHECK(p.malformed);
+        CHECK(p.content.empty());
+        CHECK(p.cut_short);
+        CHECK_FALSE(p.malformed);
+    }
+    SECTION("cut right after the block opened, or between calls") {
+        const std::vector<std::pair<std::string, std::size_t>> tails = {
+            {"", 0}, {"<" + F + "inv", 0}, {invoke(F, "f", "") + "</" + F, 1}};  // text after the opening, calls
+        for (const auto& [tail, calls] : tails) {
+            auto p = both("Let me look.\n\n" + open + tail);
+            CHECK(p.content == "Let me look.");
+            CHECK(p.cut_short);
+            CHECK_FALSE(p.malformed);
+            CHECK(p.tool_calls.size() == calls);
+        }
     }
     SECTION("end of sentence inside an invoke ends the turn") {
         std::string bad = "<" + F + "invoke name=\"f\">\n";
