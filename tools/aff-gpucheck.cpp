@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     bool no_forward = false;
     app.add_option("-m,--model", model, ".aff container")->required()->check(CLI::ExistingPath);
     app.add_option("--layer", opt.layers, "layer to check op by op (repeatable; default: the first of each kind)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(aff::cli::whole_number_at_least(0));
     app.add_option("--tokens", opt.tokens, "activation rows per op and prompt length (1..64)")->capture_default_str();
     app.add_option("--decode-steps", opt.decode_steps, "greedy decode steps after the prompt")->capture_default_str();
     app.add_flag("--no-forward", no_forward, "skip the end-to-end GPU-vs-CPU forward");

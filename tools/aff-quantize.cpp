@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         ->default_str("auto");
     int gpus = -1;
     app.add_option("--gpus", gpus, "GPUs for the search (0 = the CPU; default: one when a GPU is visible)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(aff::cli::whole_number_at_least(0))
         ->default_str("auto");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Common& common = aff::cli::add_common(app);

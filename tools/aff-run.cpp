@@ -2,11 +2,14 @@
 // the GPU when one is visible (libaff/gpu/backend.hpp picks) and on the CPU reference path
 // otherwise, printing text (or token ids) as it is generated and a closing line with
 // prefill and decode speed; plus diagnostics: token and logits dumps, forced
-// continuations, truncated stacks. The loop is libaff/runtime/generate.cpp; this file maps flags.
+// continuations, truncated stacks; and a chat mode (--chat: the model's chat encoding, one
+// user turn per line of standard input). The loops are libaff/runtime (generate.cpp,
+// chat_session.cpp); this file maps flags, checks them all before loading anything, and prints.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/backend.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/runtime/chat_session.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/logits_file.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
@@ -17,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 namespace {
 
@@ -42,65 +47,143 @@ void print_top_logits(std::int64_t position, std::int32_t token, std::span<const
     std::fprintf(stderr, "\n");
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One chat turn: the reply on stdout as it comes, a line of figures on stderr. A turn that
+// does not fit the context is refused with one line and the conversation goes on.
+void chat_turn(aff::ChatSession& session, const std::string& text, bool quiet) {
+    aff::ChatTurnStats st;
+    try {
+        st = session.say(text, [](const std::string& piece) {
+            std::cout << piece;
+            std::cout.flush();
+        });
+    } catch (const aff::Error& e) {
+        if (e.kind() != aff::ErrorKind::usage) throw;
+        std::fprintf(stderr, "aff-run: %s\n", e.what());
+        return;
+    }
+    std::cout << '\n';
+    std::cout.flush();
+    if (!quiet)
+        std::fprintf(stderr, "aff-run: %zu prompt tokens (%zu already run), first token after %.0f ms, %zu tokens%s\n",
+                     st.prompt_tokens, st.reused_tokens, st.first_token_seconds * 1000, st.generation.generated_tokens,
+                     st.generation.ended_by_eos ? "" : ", cut at -n");
+}
+
+// --chat: `first` (from -p/-f) if any, then one user turn per line of standard input
+// until its end; a "> " prompt on stderr when it is a terminal.
+int chat_loop(aff::ChatSession& session, const std::string& first, bool quiet) {
+    if (!first.empty()) chat_turn(session, first, quiet);
+    const bool terminal = ::isatty(STDIN_FILENO) != 0;
+    std::string line;
+    while (true) {
+        if (terminal) std::fprintf(stderr, "> ");
+        if (!std::getline(std::cin, line)) break;
+        if (!line.empty()) chat_turn(session, line, quiet);
+    }
+    if (terminal) std::fprintf(stderr, "\n");
+    return aff::cli::exit_ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"Generate from a DeepSeek-V4 checkpoint or .aff container (on a GPU when one is visible).", "aff-run"};
-    std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out;
+    std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out, system;
     aff::GenerateOptions gen;
     aff::ForwardOptions fwd;
-    bool no_echo = false, dump_tokens = false;
-    std::size_t dump_logits = 0;
+    bool no_echo = false, dump_tokens = false, chat = false;
+    std::size_t dump_logits = 0, ctx_size = 0;
     app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors) or .aff container")
         ->required();
     app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (default: the model directory's, or the container's own)");
-    auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text");
-    auto* f_opt = app.add_option("--prompt-file", prompt_file, "read the prompt text from a file");
+    auto* p_opt = app.add_option("-p,--prompt", prompt, "prompt text (with --chat: the first user turn)");
+    auto* f_opt = app.add_option("-f,--prompt-file", prompt_file, "read the prompt text from a file");
     auto* t_opt = app.add_option("--tokens", tokens_text, "prompt as token ids, e.g. 0,17,42");
     p_opt->excludes(f_opt)->excludes(t_opt);
     f_opt->excludes(t_opt);
-    app.add_option("-n,--n-predict", gen.max_new_tokens, "tokens to generate")->default_val(32)->check(CLI::NonNegativeNumber);
+    auto* chat_opt = app.add_flag("--chat", chat,
+                                  "chat in the model's chat encoding: one user turn per line of standard input (also -cnv)");
+    app.add_option("--system", system, "with --chat: the system message")->needs(chat_opt);
+    app.add_option("-n,--n-predict", gen.max_new_tokens, "tokens to generate (with --chat: per reply)")
+        ->default_val(32)->check(aff::cli::whole_number_at_least(0));
+    app.add_option("-c,--ctx-size", ctx_size, "context size in tokens: prompt and reply must fit (0 = the model's)")
+        ->default_str("0")->check(aff::cli::whole_number_at_least(0));
     app.add_flag("--ignore-eos", gen.ignore_eos, "keep generating after an end-of-sequence token");
     app.add_flag("--no-echo", no_echo, "do not print the prompt before the generated text");
-    app.add_option("--temp", gen.sampling.temperature, "sampling temperature (0 = greedy)")->default_val(1.0);
-    app.add_option("--top-k", gen.sampling.top_k, "keep the k most likely tokens (0 = off)")->default_val(0);
-    app.add_option("--top-p", gen.sampling.top_p, "nucleus sampling mass (1 = off)")->default_val(1.0);
-    app.add_option("--min-p", gen.sampling.min_p, "drop tokens below min-p times the top probability")->default_val(0.0);
-    app.add_option("--seed", gen.sampling.seed, "random seed")->default_val(0);
-    app.add_flag("--dump-tokens", dump_tokens, "print the prompt and generated token ids on stderr");
-    app.add_option("--dump-logits", dump_logits, "print the K largest logits of every position on stderr");
-    app.add_option("--logits-out", logits_out, "write every position's float32 logits (formats/logits.md)");
-    app.add_option("--force-tokens", forced_text, "generate exactly these token ids instead of sampling");
-    app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")->check(CLI::PositiveNumber);
+    app.add_option("--temperature,--temp", gen.sampling.temperature, "sampling temperature (0 = greedy)")
+        ->default_val(1.0)->check(aff::cli::number_at_least(0));
+    app.add_option("--top-k", gen.sampling.top_k, "keep the k most likely tokens (0 = off)")
+        ->default_val(0)->check(aff::cli::whole_number_at_least(0));
+    app.add_option("--top-p", gen.sampling.top_p, "nucleus sampling mass (1 = off)")
+        ->default_val(1.0)->check(aff::cli::number_between(0, 1));
+    app.add_option("--min-p", gen.sampling.min_p, "drop tokens below min-p times the top probability")
+        ->default_val(0.0)->check(aff::cli::number_between(0, 1));
+    app.add_option("-s,--seed", gen.sampling.seed, "random seed")->default_val(0)->check(aff::cli::whole_number_at_least(0));
+    auto* dump_tokens_opt = app.add_flag("--dump-tokens", dump_tokens, "print the prompt and generated token ids on stderr");
+    auto* dump_logits_opt = app.add_option("--dump-logits", dump_logits, "print the K largest logits of every position on stderr");
+    auto* logits_out_opt = app.add_option("--logits-out", logits_out, "write every position's float32 logits (formats/logits.md)");
+    auto* forced_opt = app.add_option("--force-tokens", forced_text, "generate exactly these token ids instead of sampling");
+    app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")
+        ->check(aff::cli::whole_number_at_least(1));
     app.add_flag("--no-routed-experts", fwd.no_routed_experts, "skip routed experts (diagnostics)");
+    for (CLI::Option* o : {t_opt, dump_tokens_opt, dump_logits_opt, logits_out_opt, forced_opt}) chat_opt->excludes(o);
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
-        if (prompt.empty() && prompt_file.empty() && tokens_text.empty())
-            aff::throw_usage("give a prompt: -p TEXT, --prompt-file FILE or --tokens IDS");
+        // Every flag is checked before the model loads (minutes for a real one).
+        if (!chat && prompt.empty() && prompt_file.empty() && tokens_text.empty())
+            aff::throw_usage("give a prompt: -p TEXT, -f FILE or --tokens IDS (or --chat)");
+        { const aff::Sampler check(gen.sampling); }
+        if (!prompt_file.empty()) prompt = read_text_file(prompt_file);
+        if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
+        if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);
         const std::optional<aff::tokenizer::Tokenizer> tok = aff::load_model_tokenizer(model_path, tokenizer_path);
+        if (!tok && (chat || tokens_text.empty()))
+            aff::throw_usage(std::string(chat ? "--chat" : "a text prompt") +
+                             " needs a tokenizer (--tokenizer, tokenizer.json in the model directory or a container with "
+                             "one)" + (chat ? "" : "; or give --tokens"));
+
+        const auto load_start = std::chrono::steady_clock::now();
         aff::ThreadPool pool(threads);
         auto model = aff::Model::load(model_path, pool, fwd);
-        if (!prompt_file.empty()) prompt = read_text_file(prompt_file);
-        if (!tokens_text.empty()) {
-            gen.prompt = aff::parse_token_list(tokens_text);
-        } else {
-            if (!tok) aff::throw_usage("a text prompt needs a tokenizer (--tokenizer, tokenizer.json in the model directory or a container with "
-                                 "one); or give --tokens");
-            gen.prompt.push_back(model->config().bos_token_id);  // as the chat encoding starts every conversation
+        const aff::ModelConfig& config = model->config();
+        const std::size_t context = ctx_size ? ctx_size : std::size_t(std::max<std::int64_t>(0, config.max_position_embeddings));
+        if (!chat && tokens_text.empty()) {
+            gen.prompt.push_back(config.bos_token_id);  // as the chat encoding starts every conversation
             for (auto id : tok->encode(prompt)) gen.prompt.push_back(static_cast<std::int32_t>(id));
         }
-        if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);
-        aff::check_tokens_in_vocabulary(model->config(), gen.prompt, "prompt");
-        aff::check_tokens_in_vocabulary(model->config(), gen.forced, "forced");
+        aff::check_tokens_in_vocabulary(config, gen.prompt, "prompt");
+        aff::check_tokens_in_vocabulary(config, gen.forced, "forced");
+        const std::size_t reply_tokens = gen.forced.empty() ? std::size_t(gen.max_new_tokens) : gen.forced.size();
+        if (!chat && gen.prompt.size() + reply_tokens > context)
+            aff::throw_usage("the prompt (" + std::to_string(gen.prompt.size()) + " tokens) and " + std::to_string(reply_tokens) +
+                             " generated tokens do not fit the context of " + std::to_string(context) + " tokens (-c)");
 
         aff::BackendOptions backend_options;
         backend_options.gpus = gpu.gpus;
         backend_options.gpu_mib = gpu.gpu_mib;
         auto backend = aff::ForwardBackend::open(*model, model_path, backend_options, fwd);
-        if (!common.quiet) std::fprintf(stderr, "aff-run: %s\n", backend->describe().c_str());
+        if (!common.quiet) {
+            std::fprintf(stderr, "aff-run: %s\n", backend->describe().c_str());
+            std::fprintf(stderr, "aff-run: loaded in %.1f s\n", seconds_since(load_start));
+        }
+
+        if (chat) {
+            aff::ChatSessionOptions options;
+            options.system = system;
+            options.max_new_tokens = gen.max_new_tokens;
+            options.ignore_eos = gen.ignore_eos;
+            options.sampling = gen.sampling;
+            options.context_size = context;
+            aff::ChatSession session(config, *tok, *backend, options);
+            return chat_loop(session, prompt, common.quiet);
+        }
 
         std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
         if (tok) stream = std::make_unique<aff::tokenizer::StreamDecoder>(*tok);
@@ -113,10 +196,13 @@ int main(int argc, char** argv) {
         std::vector<std::int32_t> generated;
         std::unique_ptr<aff::LogitsFileWriter> logits_file;
         if (!logits_out.empty())
-            logits_file = std::make_unique<aff::LogitsFileWriter>(logits_out, static_cast<std::uint32_t>(model->config().vocab_size));
+            logits_file = std::make_unique<aff::LogitsFileWriter>(logits_out, static_cast<std::uint32_t>(config.vocab_size));
 
+        const auto gen_start = std::chrono::steady_clock::now();
+        double first_token_seconds = 0;
         aff::GenerateCallbacks cb;
         cb.on_token = [&](std::int32_t t) {
+            if (generated.empty()) first_token_seconds = seconds_since(gen_start);
             generated.push_back(t);
             if (stream) std::cout << stream->push(t);
             else std::cout << t << ' ';
@@ -130,7 +216,7 @@ int main(int argc, char** argv) {
         const aff::ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
             return backend->forward(tokens, all_logits);
         };
-        const aff::GenerateStats st = aff::generate(model->config(), forward, backend->position(), gen, cb);
+        const aff::GenerateStats st = aff::generate(config, forward, backend->position(), gen, cb);
         if (stream) std::cout << stream->finish();
         std::cout << '\n';
         if (logits_file) logits_file->commit();
@@ -144,8 +230,9 @@ int main(int argc, char** argv) {
         const double prefill_rate = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
         const double decode_rate = st.decode_seconds > 0 ? st.decode_forwards / st.decode_seconds : 0;
         std::fflush(stdout);
-        std::fprintf(stderr, "aff-run: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s%s\n", st.prompt_tokens,
-                     prefill_rate, st.generated_tokens, decode_rate, st.ended_by_eos ? ", ended by EOS" : "");
+        std::fprintf(stderr, "aff-run: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s, first token after %.0f ms%s\n",
+                     st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
+                     st.ended_by_eos ? ", ended by EOS" : "");
         return aff::cli::exit_ok;
-    });
+    }, {{"-cnv", "--chat"}});
 }

@@ -1,5 +1,6 @@
 // aff-serve: an OpenAI-compatible HTTP server (chat completions, completions, models,
-// health, metrics) over one engine. The API, queueing and HTTP live in libaff/serve;
+// health, metrics, and llama-server's tokenize, detokenize, apply-template and props)
+// over one engine. The API, queueing and HTTP live in libaff/serve;
 // this file maps flags to options, loads the engine and runs the server.
 #include "libaff/core/error.hpp"
 #include "libaff/core/units.hpp"
@@ -39,27 +40,30 @@ int main(int argc, char** argv) {
     app.add_flag("--test-engine", test_engine,
                  "serve the scripted test engine instead of a model (for testing clients; not a language model)");
     app.add_option("--test-engine-delay-ms", test_delay_ms, "with --test-engine: sleep this long per generated token")
-        ->check(CLI::Range(0, 10000));
+        ->check(aff::cli::number_between(0, 10000));
     app.add_option("--test-engine-load-ms", test_load_ms, "with --test-engine: take this long to \"load\" (tests /health)")
-        ->check(CLI::Range(0, 60000));
+        ->check(aff::cli::number_between(0, 60000));
     app.add_option("--host", http.host, "address to listen on")->default_str("127.0.0.1");
     app.add_option("--port", http.port, "TCP port to listen on (0 = any free port)")->default_str("8080");
-    app.add_option("--api-key", service.api_key, "require 'Authorization: Bearer KEY' (except on /health)");
+    app.add_option("--api-key", service.api_key, "require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (except on /health)");
+    app.add_option("--cors-origin", service.cors_origins,
+                   "let browser pages from this origin call the API (repeatable; * = any; default: none)");
     app.add_option("--model-id", service.model_id, "model name reported by the API (default: the engine's)");
     app.add_option("--max-tokens-floor", service.max_tokens_floor,
                    "raise each chat request's max_tokens to at least N so reasoning is not cut off (0 = honour the caller)")
         ->default_str("256000");
-    app.add_option("--ctx-size", ctx_size, "context size in tokens (0 = the model's)")->default_str("0");
-    app.add_option("--temperature", service.default_temperature, "temperature when a request sends none")
-        ->check(CLI::Range(0.0, 2.0))->default_str("1.0");
+    app.add_option("-c,--ctx-size", ctx_size, "context size in tokens (0 = the model's)")
+        ->default_str("0")->check(aff::cli::whole_number_at_least(0));
+    app.add_option("--temperature,--temp", service.default_temperature, "temperature when a request sends none")
+        ->check(aff::cli::number_between(0, 2))->default_str("1.0");
     app.add_option("--top-p", service.default_top_p, "top_p when a request sends none")
-        ->check(CLI::Range(0.0, 1.0))->default_str("1.0");
+        ->check(aff::cli::number_between(0, 1))->default_str("1.0");
     app.add_flag("--thinking", service.default_thinking, "think when a request does not say (default: do not)");
     app.add_option("--queue-size", service.max_waiting, "requests that may wait behind the running one; more get 503")
         ->default_str("64");
     app.add_option("--max-body", max_body, "largest request body accepted (413 above it)")->default_str("16MiB");
     app.add_option("--timeout-s", timeout_s, "seconds a client may take to send a request or to take output")
-        ->check(CLI::Range(1, 3600))->default_str("30");
+        ->check(aff::cli::number_between(1, 3600))->default_str("30");
     app.add_option("--prefix-cache-mib", prefix_cache_mib,
                    "memory for snapshots of prompt prefixes, reused when a request resends them (0 = off)")
         ->default_str("4096");

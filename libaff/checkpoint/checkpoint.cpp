@@ -90,7 +90,11 @@ Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint::~Checkpoint() = default;
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
-    if (!fs::is_directory(dir)) throw_io("not a checkpoint directory", dir);
+    std::error_code ec;
+    const fs::file_status st = fs::status(dir, ec);
+    // A path that is not there says so as every other tool does (cannot open: No such file...).
+    if (ec) throw_errno("cannot open", dir, ec.value());
+    if (!fs::is_directory(st)) throw_io("not a checkpoint directory", dir);
     config_path_ = (fs::path(dir) / "config.json").string();
     if (!fs::exists(config_path_)) throw_io("missing config.json", dir);
     config_ = read_json(config_path_);

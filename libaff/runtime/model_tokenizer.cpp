@@ -2,6 +2,9 @@
 #include "libaff/runtime/model_tokenizer.hpp"
 
 #include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+
+#include <cerrno>
 
 #include <filesystem>
 
@@ -10,6 +13,9 @@ namespace aff {
 std::optional<tokenizer::Tokenizer> load_model_tokenizer(const std::string& model_path,
                                                          const std::string& tokenizer_path) {
     namespace fs = std::filesystem;
+    // A model path that is not there is the likelier mistake; say so before anything else.
+    std::error_code ec;
+    if (!fs::exists(model_path, ec)) throw_errno("cannot open", model_path, ec ? ec.value() : ENOENT);
     if (!tokenizer_path.empty()) return tokenizer::Tokenizer::from_json_file(tokenizer_path);
     if (fs::is_directory(model_path)) {
         const fs::path beside = fs::path(model_path) / "tokenizer.json";

@@ -12,8 +12,9 @@
 namespace aff {
 
 // nullopt when `tokenizer_path` is empty and the model carries no tokenizer. Throws
-// aff::Error naming the file for a tokenizer that exists but cannot be loaded (or a
-// container that cannot be opened).
+// aff::Error naming the file for a model path that does not exist ("cannot open: No such
+// file or directory"), a tokenizer that exists but cannot be loaded, or a container that
+// cannot be opened.
 std::optional<tokenizer::Tokenizer> load_model_tokenizer(const std::string& model_path,
                                                          const std::string& tokenizer_path = {});
 

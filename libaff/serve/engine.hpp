@@ -89,8 +89,13 @@ public:
     virtual std::size_t context_size() const = 0;
     virtual std::size_t vocab_size() const = 0;
 
+    // Where the model was loaded from (/props); empty when there is no such path.
+    virtual std::string model_path() const { return {}; }
+
     // Throws aff::Error (usage) for content the encoding cannot express.
     virtual std::vector<std::int32_t> render_chat(const ChatPrompt& prompt) const = 0;
+    // The same prompt as text (/apply-template): the chat encoding's markup as written.
+    virtual std::string render_chat_text(const ChatPrompt& prompt) const = 0;
     // Plain text (no chat markup) for /v1/completions; `add_bos` at the very start.
     virtual std::vector<std::int32_t> tokenize(std::string_view text, bool add_bos) const = 0;
     // The text of one token as logprobs report it (may be part of a UTF-8 character).

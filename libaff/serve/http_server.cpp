@@ -88,6 +88,7 @@ std::string HttpResponse::head(int status, std::string_view content_type, const 
     if (chunked) h += "Transfer-Encoding: chunked\r\n";
     else if (length != std::size_t(-1)) h += "Content-Length: " + std::to_string(length) + "\r\n";
     for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+    for (const auto& [k, v] : always_) h += k + ": " + v + "\r\n";
     h += keep_alive_ ? (version_minor_ == 0 ? "Connection: keep-alive\r\n" : "") : "Connection: close\r\n";
     h += "\r\n";
     return h;

@@ -60,6 +60,9 @@ public:
         keep_alive_ = false;
     }
 
+    // A header for whatever this response turns out to be (CORS headers, added before routing).
+    void add_header(std::string name, std::string value) { always_.emplace_back(std::move(name), std::move(value)); }
+
     bool started() const { return started_; }
     bool keep_alive() const { return keep_alive_ && !failed_; }
     int status() const { return status_; }
@@ -80,6 +83,7 @@ private:
     bool failed_ = false;
     int status_ = 0;
     std::uint64_t bytes_sent_ = 0;
+    HttpHeaders always_;
 };
 
 class HttpHandler {

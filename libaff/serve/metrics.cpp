@@ -30,12 +30,54 @@ void metric(std::string& out, const char* name, const char* type, const char* he
     metric(out, name, type, help, std::vector<Sample>{{"", value}});
 }
 
+// A histogram's lines: _bucket per bound and +Inf (cumulative), _sum, _count.
+void histogram(std::string& out, const char* name, const char* help, const LatencyHistogram& h) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i <= h.bounds.size(); ++i) {
+        cumulative += h.counts[i];
+        const std::string le = i < h.bounds.size() ? number(h.bounds[i]) : "+Inf";
+        out += std::string(name) + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+    }
+    out += std::string(name) + "_sum " + number(h.sum) + "\n";
+    out += std::string(name) + "_count " + std::to_string(h.count) + "\n";
+}
+
 }  // namespace
+
+LatencyHistogram::LatencyHistogram(std::vector<double> upper_bounds)
+    : bounds(std::move(upper_bounds)), counts(bounds.size() + 1, 0) {}
+
+void LatencyHistogram::observe(double seconds) {
+    std::size_t i = 0;
+    while (i < bounds.size() && seconds > bounds[i]) ++i;
+    ++counts[i];
+    sum += seconds;
+    ++count;
+}
+
+// Buckets: time to first token spans a cached short prompt (tens of ms) to a long
+// prefill behind a queue (minutes); a token interval spans a fast GPU step (~10 ms) to
+// the CPU reference path (seconds).
+Metrics::Metrics()
+    : first_token_({0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}),
+      token_interval_({0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5, 5}) {}
+
+void Metrics::observe_first_token(double seconds) {
+    std::lock_guard lock(mutex_);
+    first_token_.observe(seconds);
+}
+
+void Metrics::observe_token_interval(double seconds) {
+    std::lock_guard lock(mutex_);
+    token_interval_.observe(seconds);
+}
 
 void Metrics::count_request(const std::string& path, int status) {
     // Unknown paths share one label so a scanner cannot grow the table without bound.
     const bool known = path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/models" ||
-                       path == "/health" || path == "/metrics" || path.rfind("/v1/models/", 0) == 0;
+                       path == "/health" || path == "/metrics" || path == "/tokenize" || path == "/detokenize" ||
+                       path == "/apply-template" || path == "/props" || path.rfind("/v1/models/", 0) == 0;
     std::lock_guard lock(mutex_);
     ++requests_[{known ? (path.rfind("/v1/models/", 0) == 0 ? std::string("/v1/models/{id}") : path) : "other", status}];
 }
@@ -80,6 +122,11 @@ std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
     metric(out, "aff_queue_length", "gauge", "Requests waiting for the engine.", to_string(waiting));
     metric(out, "aff_generation_active", "gauge", "1 while a generation runs.", busy ? "1" : "0");
     metric(out, "aff_ready", "gauge", "1 once the model is loaded.", ready ? "1" : "0");
+    histogram(out, "aff_time_to_first_token_seconds",
+              "Seconds from a generation request's arrival (queueing included) to its first output token.",
+              first_token_);
+    histogram(out, "aff_time_per_output_token_seconds", "Seconds between consecutive output tokens of a generation.",
+              token_interval_);
     if (cache) {
         metric(out, "aff_prefix_cache_capacity_bytes", "gauge", "Memory the prefix cache may hold (--prefix-cache-mib).",
                to_string(cache->capacity_bytes));

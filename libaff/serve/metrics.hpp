@@ -1,6 +1,9 @@
 // Counters the server exposes at /metrics in the Prometheus text format (version
 // 0.0.4): requests by endpoint and status, tokens and seconds of prefill and decode,
-// queue length, errors, the prefix cache. Updated with relaxed atomics from the connection threads.
+// queue length, errors, the prefix cache, and two latency histograms: time to first
+// token (from a request's arrival, queueing included) and the time between output
+// tokens. Updated from the connection threads under one mutex (relaxed atomics for
+// the plain counts).
 #pragma once
 
 #include "libaff/serve/prefix_cache.hpp"
@@ -11,17 +14,31 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace aff::serve {
 
+// A Prometheus histogram: cumulative counts at fixed upper bounds (seconds), sum and count.
+struct LatencyHistogram {
+    explicit LatencyHistogram(std::vector<double> upper_bounds);
+    void observe(double seconds);
+    std::vector<double> bounds;
+    std::vector<std::uint64_t> counts;  // per bucket, not cumulative; one more for +Inf
+    double sum = 0;
+    std::uint64_t count = 0;
+};
+
 class Metrics {
 public:
+    Metrics();
     void count_request(const std::string& path, int status);
     // prompt_tokens includes cached_tokens (those the prefix cache supplied).
     void add_generation(std::size_t prompt_tokens, std::size_t cached_tokens, double prompt_seconds,
                         std::size_t generated_tokens, double decode_seconds);
     void count_cancelled() { cancelled_.fetch_add(1, std::memory_order_relaxed); }
     void count_rejected_full() { rejected_full_.fetch_add(1, std::memory_order_relaxed); }
+    void observe_first_token(double seconds);
+    void observe_token_interval(double seconds);
 
     // `waiting` and `busy` are read from the scheduler at scrape time, `cache` from the
     // engine (nothing: no prefix cache, and its lines are left out).
@@ -33,6 +50,8 @@ private:
     std::map<std::pair<std::string, int>, std::uint64_t> requests_;
     std::uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, decode_seconds_ = 0;
+    LatencyHistogram first_token_;
+    LatencyHistogram token_interval_;
     std::atomic<std::uint64_t> cancelled_{0}, rejected_full_{0};
 };
 

@@ -3,6 +3,7 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/core/units.hpp"
+#include "libaff/runtime/chat_tokens.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/serve/dsv4_chat.hpp"
 #include "libaff/tokenizer/dsv4_strings.hpp"
@@ -42,7 +43,6 @@ std::string id_from_path(const std::string& path) {
 }  // namespace
 
 std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options) {
-    if (!std::filesystem::exists(options.model_path)) throw_io("no such file or directory", options.model_path);
     std::optional<tokenizer::Tokenizer> tok = load_model_tokenizer(options.model_path, options.tokenizer_path);
     if (!tok)
         throw Error(ErrorKind::usage,
@@ -55,6 +55,7 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     auto engine = std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
                                                 id_from_path(options.model_path));
     engine->set_prefix_cache(options.prefix_cache_bytes);
+    engine->model_path_ = options.model_path;
     return engine;
 }
 
@@ -92,14 +93,12 @@ std::size_t ModelEngine::context_size() const {
 std::size_t ModelEngine::vocab_size() const { return std::size_t(model_->config().vocab_size); }
 
 std::vector<std::int32_t> ModelEngine::render_chat(const ChatPrompt& prompt) const {
-    const std::vector<chat::PromptPiece> pieces = render_dsv4_pieces(prompt);
-    std::vector<tokenizer::Tokenizer::Piece> views;
-    views.reserve(pieces.size());
-    for (const chat::PromptPiece& p : pieces) views.push_back({p.text, p.markup});
-    const auto ids = tokenizer_.encode_pieces(views);
+    const std::vector<std::int32_t> ids = encode_chat_pieces(tokenizer_, render_dsv4_pieces(prompt));
     check_in_vocabulary(ids);
-    return {ids.begin(), ids.end()};
+    return ids;
 }
+
+std::string ModelEngine::render_chat_text(const ChatPrompt& prompt) const { return render_dsv4_prompt(prompt); }
 
 std::vector<std::int32_t> ModelEngine::tokenize(std::string_view text, bool add_bos) const {
     std::vector<std::int32_t> out;

@@ -49,6 +49,8 @@ public:
     std::size_t context_size() const override;
     std::size_t vocab_size() const override;
     std::vector<std::int32_t> render_chat(const ChatPrompt& prompt) const override;
+    std::string render_chat_text(const ChatPrompt& prompt) const override;
+    std::string model_path() const override { return model_path_; }
     // A completion prompt is the model's raw input: special-token strings in it are
     // special tokens (that is how a client writes its own template).
     std::vector<std::int32_t> tokenize(std::string_view text, bool add_bos) const override;
@@ -104,6 +106,7 @@ private:
     std::unique_ptr<ForwardBackend> backend_;  // runs model_; destroyed before it
     tokenizer::Tokenizer tokenizer_;
     std::string model_id_;
+    std::string model_path_;  // as loaded (load()); empty when constructed directly
     std::vector<bool> end_tokens_;   // by id: the config's EOS ids and the tokenizer's end of sentence
     std::vector<bool> has_text_;     // by id: the tokenizer knows it
     std::int32_t assistant_token_ = -1;  // <｜Assistant｜>, where the tokenizer has it

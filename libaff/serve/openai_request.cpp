@@ -1,4 +1,5 @@
-// Parsing and validation of OpenAI request bodies (see openai_request.hpp). Each
+// Parsing and validation of OpenAI request bodies, and of llama-server's /tokenize and
+// /detokenize (see openai_request.hpp). Each
 // check throws a local Invalid carrying the field path; the two entry points turn it
 // into an ApiError, so nothing escapes as an exception.
 #include "libaff/serve/openai_request.hpp"
@@ -362,6 +363,31 @@ CompletionRequest parse_completion(std::string_view body) {
     return r;
 }
 
+// llama-server's /tokenize: {"content", "add_special" (BOS, default false), "with_pieces"}.
+TokenizeRequest parse_tokenize(std::string_view body) {
+    const json j = parse_body(body);
+    TokenizeRequest r;
+    const json* content = field(j, "content");
+    if (!content) invalid("content", "'content' is required", "missing_required_parameter");
+    r.content = get_string(*content, "content");
+    if (const json* v = field(j, "add_special")) r.add_special = get_bool(*v, "add_special");
+    if (const json* v = field(j, "with_pieces")) r.with_pieces = get_bool(*v, "with_pieces");
+    return r;
+}
+
+// llama-server's /detokenize: {"tokens": [ids]}.
+DetokenizeRequest parse_detokenize(std::string_view body) {
+    const json j = parse_body(body);
+    DetokenizeRequest r;
+    const json* tokens = field(j, "tokens");
+    if (!tokens) invalid("tokens", "'tokens' is required", "missing_required_parameter");
+    if (!tokens->is_array()) wrong_type("tokens", "an array of token ids", *tokens);
+    for (std::size_t i = 0; i < tokens->size(); ++i)
+        r.tokens.push_back(std::int32_t(get_integer((*tokens)[i], "tokens[" + std::to_string(i) + "]", 0,
+                                                    std::numeric_limits<std::int32_t>::max())));
+    return r;
+}
+
 template <class T, class Fn>
 std::variant<T, ApiError> guarded(Fn&& fn) {
     try {
@@ -394,6 +420,27 @@ std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body, bo
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body) {
     return guarded<CompletionRequest>([&] { return parse_completion(body); });
+}
+
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body) {
+    return guarded<TokenizeRequest>([&] { return parse_tokenize(body); });
+}
+
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body) {
+    return guarded<DetokenizeRequest>([&] { return parse_detokenize(body); });
+}
+
+ChatPrompt prompt_shown(const ChatRequest& r) {
+    ChatPrompt prompt = r.prompt;
+    if (r.tool_choice == "none") {
+        prompt.tools = nlohmann::ordered_json::array();
+    } else if (r.tool_choice == "function") {
+        nlohmann::ordered_json only = nlohmann::ordered_json::array();
+        for (const auto& t : prompt.tools)
+            if (t["function"].value("name", "") == r.tool_choice_name) only.push_back(t);
+        prompt.tools = only;
+    }
+    return prompt;
 }
 
 bool valid_utf8(std::string_view s) {

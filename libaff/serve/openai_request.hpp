@@ -4,7 +4,8 @@
 // ApiError naming the field, which the server returns as HTTP 400 with OpenAI's
 // {"error": {"message", "type", "param", "code"}} object. Fields this server does
 // not act on but that clients routinely send (user, presence_penalty 0, ...) are
-// accepted and ignored; fields whose meaning it cannot honour are rejected.
+// accepted and ignored; fields whose meaning it cannot honour are rejected. The bodies
+// of llama-server's /tokenize and /detokenize are read here too, with the same errors.
 #pragma once
 
 #include "libaff/serve/engine.hpp"
@@ -60,9 +61,25 @@ struct CompletionRequest {
     SamplingRequest sampling;
 };
 
+// llama-server's /tokenize and /detokenize bodies.
+struct TokenizeRequest {
+    std::string content;
+    bool add_special = false;  // put the BOS token first
+    bool with_pieces = false;  // each id with its text
+};
+struct DetokenizeRequest {
+    std::vector<std::int32_t> tokens;
+};
+
 // `default_thinking` applies when the request says nothing about thinking.
 std::variant<ChatRequest, ApiError> parse_chat_request(std::string_view body, bool default_thinking);
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body);
+std::variant<TokenizeRequest, ApiError> parse_tokenize_request(std::string_view body);
+std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_view body);
+
+// The prompt the model sees for a chat request: tool_choice "none" hides the tools, a
+// named function shows only that one.
+ChatPrompt prompt_shown(const ChatRequest& request);
 
 // Is `text` well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF)?
 bool valid_utf8(std::string_view text);

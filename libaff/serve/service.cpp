@@ -3,18 +3,20 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/serve/generation.hpp"
+#include "libaff/serve/llama_endpoints.hpp"
 #include "libaff/serve/openai_response.hpp"
 #include "libaff/serve/sse.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 namespace aff::serve {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -96,7 +98,7 @@ void Service::handle(const HttpRequest& request, HttpResponse& response) {
     const auto start = Clock::now();
     Outcome o;
     try {
-        o = route(request, response);
+        if (!cors(request, response, o)) o = route(request, response, start);
     } catch (const std::exception& e) {
         // An engine failure: the request cannot be completed; the server goes on.
         if (!response.started()) {
@@ -123,7 +125,40 @@ void Service::log_line(const HttpRequest& request, const Outcome& o, double ms) 
     if (options_.log_prompts && !o.prompt_log.empty()) options_.log("  prompt: " + o.prompt_log);
 }
 
-Service::Outcome Service::route(const HttpRequest& request, HttpResponse& response) {
+// CORS for browser front ends, off unless --cors-origin names origins: an allowed
+// Origin gets Access-Control-Allow-Origin on every answer, and its preflight (OPTIONS
+// with Access-Control-Request-Method) is answered here, before authentication, as
+// browsers send it without credentials.
+bool Service::cors(const HttpRequest& request, HttpResponse& response, Outcome& preflight) {
+    if (options_.cors_origins.empty()) return false;
+    const auto origin = request.header("origin");
+    if (!origin) return false;
+    const bool any = std::find(options_.cors_origins.begin(), options_.cors_origins.end(), "*") != options_.cors_origins.end();
+    const bool listed =
+        std::find(options_.cors_origins.begin(), options_.cors_origins.end(), *origin) != options_.cors_origins.end();
+    if (!any && !listed) return false;
+    response.add_header("Access-Control-Allow-Origin", any ? "*" : std::string(*origin));
+    if (!any) response.add_header("Vary", "Origin");
+    if (request.method != "OPTIONS" || !request.header("access-control-request-method")) return false;
+    response.send(204, "", "",
+                  {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                   {"Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key"},
+                   {"Access-Control-Max-Age", "600"}});
+    preflight.status = 204;
+    return true;
+}
+
+std::function<void()> Service::token_timer(Clock::time_point arrival) {
+    auto last = std::make_shared<std::optional<Clock::time_point>>();
+    return [this, arrival, last] {
+        const auto now = Clock::now();
+        if (!*last) metrics_.observe_first_token(std::chrono::duration<double>(now - arrival).count());
+        else metrics_.observe_token_interval(std::chrono::duration<double>(now - **last).count());
+        *last = now;
+    };
+}
+
+Service::Outcome Service::route(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival) {
     const std::string& path = request.path;
     if (path == "/health") {
         if (request.method != "GET") return send_error(response, error(405, "use GET for /health", "invalid_request_error"), {{"Allow", "GET"}});
@@ -131,10 +166,14 @@ Service::Outcome Service::route(const HttpRequest& request, HttpResponse& respon
                       : send_json(response, 503, {{"status", "loading"}}, {{"Retry-After", std::to_string(options_.retry_after_s)}});
     }
     if (!options_.api_key.empty()) {
+        // Either header carries the key (OpenAI's clients send the first, Anthropic-style ones the second).
         const auto auth = request.header("authorization");
-        const std::string want = "Bearer " + options_.api_key;
-        if (!auth || !constant_time_equal(*auth, want))
-            return send_error(response, error(401, auth ? "Incorrect API key provided." : "Missing API key: send 'Authorization: Bearer <key>'.",
+        const auto x_key = request.header("x-api-key");
+        const bool ok = (auth && constant_time_equal(*auth, "Bearer " + options_.api_key)) ||
+                        (x_key && constant_time_equal(*x_key, options_.api_key));
+        if (!ok)
+            return send_error(response, error(401, auth || x_key ? "Incorrect API key provided."
+                                                                 : "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'.",
                                               "invalid_request_error", "invalid_api_key"),
                               {{"WWW-Authenticate", "Bearer"}});
     }
@@ -164,13 +203,62 @@ Service::Outcome Service::route(const HttpRequest& request, HttpResponse& respon
     }
     if (path == "/v1/chat/completions") {
         if (auto o = only("POST")) return *o;
-        return chat(request, response);
+        return chat(request, response, arrival);
     }
     if (path == "/v1/completions") {
         if (auto o = only("POST")) return *o;
-        return completion(request, response);
+        return completion(request, response, arrival);
+    }
+    if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template" || path == "/props") {
+        if (auto o = only(path == "/props" ? "GET" : "POST")) return *o;
+        return utility(request, response);
     }
     return send_error(response, error(404, "Unknown path " + path.substr(0, 200), "invalid_request_error", "unknown_url"));
+}
+
+// llama-server's utility endpoints: answered at once from the tokenizer and the chat
+// encoding, outside the generation queue.
+Service::Outcome Service::utility(const HttpRequest& request, HttpResponse& response) {
+    if (!ready_)
+        return send_error(response, error(503, "the model is still loading", "server_error", "model_loading"),
+                          {{"Retry-After", std::to_string(options_.retry_after_s)}});
+    const std::string& path = request.path;
+    if (path == "/props") {
+        ServerSettings s;
+        s.model_id = options_.model_id;
+        s.context_size = context_size();
+        s.temperature = options_.default_temperature;
+        s.top_p = options_.default_top_p;
+        s.thinking = options_.default_thinking;
+        s.max_tokens_floor = options_.max_tokens_floor;
+        s.queue_size = options_.max_waiting;
+        return send_json(response, 200, props_reply(*engine_, s));
+    }
+    try {
+        if (path == "/tokenize") {
+            auto parsed = parse_tokenize_request(request.body);
+            if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
+            return send_json(response, 200, tokenize_reply(*engine_, std::get<TokenizeRequest>(parsed)));
+        }
+        if (path == "/detokenize") {
+            auto parsed = parse_detokenize_request(request.body);
+            if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
+            const DetokenizeRequest& r = std::get<DetokenizeRequest>(parsed);
+            for (std::size_t i = 0; i < r.tokens.size(); ++i)
+                if (std::size_t(r.tokens[i]) >= engine_->vocab_size())
+                    return send_error(response, error(400, "tokens[" + std::to_string(i) + "] = " + std::to_string(r.tokens[i]) +
+                                                               " is not a token id (vocabulary of " +
+                                                               std::to_string(engine_->vocab_size()) + ")",
+                                                       "invalid_request_error", "invalid_value", "tokens"));
+            return send_json(response, 200, detokenize_reply(*engine_, r));
+        }
+        auto parsed = parse_chat_request(request.body, options_.default_thinking);
+        if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
+        return send_json(response, 200, apply_template_reply(*engine_, prompt_shown(std::get<ChatRequest>(parsed))));
+    } catch (const Error& e) {
+        if (e.kind() != ErrorKind::usage) throw;
+        return send_error(response, error(400, e.what(), "invalid_request_error", "invalid_value"));
+    }
 }
 
 std::optional<ApiError> Service::check_ready_and_fit(std::size_t prompt_tokens) const {
@@ -247,22 +335,14 @@ Service::Outcome Service::send_reply(HttpResponse& response, bool stream, json r
     return out;
 }
 
-Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response) {
+Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival) {
     auto parsed = parse_chat_request(request.body, options_.default_thinking);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
     ChatRequest& r = std::get<ChatRequest>(parsed);
     if (!ready_)
         return send_error(response, error(503, "the model is still loading", "server_error", "model_loading"),
                           {{"Retry-After", std::to_string(options_.retry_after_s)}});
-    ChatPrompt prompt = r.prompt;
-    if (r.tool_choice == "none") {
-        prompt.tools = nlohmann::ordered_json::array();
-    } else if (r.tool_choice == "function") {
-        nlohmann::ordered_json only = nlohmann::ordered_json::array();
-        for (const auto& t : prompt.tools)
-            if (t["function"].value("name", "") == r.tool_choice_name) only.push_back(t);
-        prompt.tools = only;
-    }
+    const ChatPrompt prompt = prompt_shown(r);
     std::vector<std::int32_t> tokens;
     try {
         tokens = engine_->render_chat(prompt);
@@ -310,7 +390,9 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
     }
     GenerationHooks hooks;
     hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {
+        timed();
         events.clear();
         parser->feed(step.text, events);
         if (step.logprob) {
@@ -344,7 +426,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
     return send_reply(response, false, std::move(body), nullptr, false, result, std::move(out));
 }
 
-Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& response) {
+Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival) {
     auto parsed = parse_completion_request(request.body);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(response, *e);
     CompletionRequest& r = std::get<CompletionRequest>(parsed);
@@ -414,7 +496,9 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     if (stream) client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
     GenerationHooks hooks;
     hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {
+        timed();
         if (step.logprob) add_logprob(*step.logprob);
         if (stream && (!step.text.empty() || step.logprob)) {
             json lp = nullptr;

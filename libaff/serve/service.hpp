@@ -1,6 +1,7 @@
 // The OpenAI-compatible API on top of the HTTP server: routing, authentication,
-// request validation, queueing, generation and the answer in either mode (JSON or
-// SSE), plus /health, /metrics and one log line per request. The engine arrives
+// CORS, request validation, queueing, generation and the answer in either mode (JSON
+// or SSE), plus /health, /metrics, llama-server's /tokenize, /detokenize,
+// /apply-template and /props (llama_endpoints.hpp), and one log line per request. The engine arrives
 // later than the socket (loading a model takes minutes): until set_engine() the
 // server answers /health with 503 and generation requests with 503 + Retry-After.
 #pragma once
@@ -13,17 +14,21 @@
 #include "libaff/serve/scheduler.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace aff::serve {
 
 struct ServiceOptions {
     std::string model_id;              // reported by /v1/models and in responses
-    std::string api_key;               // empty = no authentication
+    std::string api_key;               // empty = no authentication ("Authorization: Bearer" or "x-api-key")
+    // Origins whose browser pages may call the API (CORS); "*" allows any; empty = none.
+    std::vector<std::string> cors_origins;
     // A chat request's max_tokens is raised to at least this (0 = honour the caller).
     // Reasoning models spend thousands of tokens thinking before they answer; clients
     // written for other models send budgets sized for the answer alone, which would
@@ -61,9 +66,15 @@ private:
         std::string prompt_log;  // with --log-prompts
     };
 
-    Outcome route(const HttpRequest& request, HttpResponse& response);
-    Outcome chat(const HttpRequest& request, HttpResponse& response);
-    Outcome completion(const HttpRequest& request, HttpResponse& response);
+    using Clock = std::chrono::steady_clock;
+    Outcome route(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival);
+    Outcome chat(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival);
+    Outcome completion(const HttpRequest& request, HttpResponse& response, Clock::time_point arrival);
+    Outcome utility(const HttpRequest& request, HttpResponse& response);
+    // Adds the CORS headers for an allowed Origin; true for a preflight it answered.
+    bool cors(const HttpRequest& request, HttpResponse& response, Outcome& preflight);
+    // Times each generated token for the latency histograms.
+    std::function<void()> token_timer(Clock::time_point arrival);
     bool settle_generation(const GenerationResult& result, Scheduler::Turn& turn, bool stream, HttpResponse& response,
                            Outcome& out);
     std::optional<Outcome> wait_for_turn(Scheduler::Turn& turn, HttpResponse& response, const Outcome& pending);

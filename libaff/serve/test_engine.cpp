@@ -67,8 +67,10 @@ std::string bytes_of(std::span<const std::int32_t> tokens) {
 
 std::vector<std::int32_t> TestEngine::render_chat(const ChatPrompt& prompt) const {
     // The real V4 prompt text (BOS written as text), one token per byte.
-    return tokenize(render_dsv4_prompt(prompt), false);
+    return tokenize(render_chat_text(prompt), false);
 }
+
+std::string TestEngine::render_chat_text(const ChatPrompt& prompt) const { return render_dsv4_prompt(prompt); }
 
 std::vector<std::int32_t> TestEngine::tokenize(std::string_view text, bool add_bos) const {
     std::vector<std::int32_t> out;

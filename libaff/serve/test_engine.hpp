@@ -37,6 +37,7 @@ public:
     std::size_t context_size() const override { return context_size_; }
     std::size_t vocab_size() const override { return 258; }
     std::vector<std::int32_t> render_chat(const ChatPrompt& prompt) const override;
+    std::string render_chat_text(const ChatPrompt& prompt) const override;
     std::vector<std::int32_t> tokenize(std::string_view text, bool add_bos) const override;
     std::string token_text(std::int32_t token) const override;
     std::unique_ptr<TokenTextStream> text_stream() const override;

@@ -4,11 +4,17 @@
 #include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <deque>
 #include <iostream>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace aff::cli {
@@ -61,11 +67,64 @@ std::size_t& add_threads(CLI::App& app) {
 Gpu& add_gpu(CLI::App& app) {
     Gpu& g = g_gpu.emplace_back();
     app.add_option("--gpus", g.gpus, "GPUs to use (0 = the CPU; default: one when a GPU is visible)")
-        ->check(CLI::NonNegativeNumber)
+        ->check(whole_number_at_least(0))
         ->default_str("auto");
     app.add_option("--gpu-mib", g.gpu_mib, "cap on the GPU memory used, in MiB (0 = all free memory)")
         ->default_str("0");
     return g;
+}
+
+namespace {
+
+std::string format_bound(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+// A whole value: strtod/strtoll must consume all of it, and the number must be finite.
+bool parse_number(const std::string& text, double& v) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    v = std::strtod(text.c_str(), &end);
+    return end == text.c_str() + text.size() && std::isfinite(v);
+}
+
+}  // namespace
+
+CLI::Validator whole_number_at_least(long long min) {
+    return CLI::Validator(
+        [min](std::string& text) -> std::string {
+            long long v = 0;
+            const auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || at != text.data() + text.size() || v < min)
+                return "expected a whole number >= " + std::to_string(min) + ", got \"" + text + "\"";
+            return {};
+        },
+        "INT>=" + std::to_string(min), "whole number");
+}
+
+CLI::Validator number_at_least(double min) {
+    return CLI::Validator(
+        [min](std::string& text) -> std::string {
+            double v = 0;
+            if (!parse_number(text, v) || v < min)
+                return "expected a number >= " + format_bound(min) + ", got \"" + text + "\"";
+            return {};
+        },
+        "NUMBER>=" + format_bound(min), "number");
+}
+
+CLI::Validator number_between(double min, double max) {
+    return CLI::Validator(
+        [min, max](std::string& text) -> std::string {
+            double v = 0;
+            if (!parse_number(text, v) || v < min || v > max)
+                return "expected a number from " + format_bound(min) + " to " + format_bound(max) + ", got \"" + text +
+                       "\"";
+            return {};
+        },
+        "NUMBER in [" + format_bound(min) + ", " + format_bound(max) + "]", "number range");
 }
 
 void print_error(const std::string& tool, const std::string& message) {
@@ -73,10 +132,19 @@ void print_error(const std::string& tool, const std::string& message) {
     std::fprintf(stderr, "%s: %s\n", tool.c_str(), message.c_str());
 }
 
-int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body, const SingleDashAliases& aliases) {
     const std::string tool = app.get_name();
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> args;
+        try {
+            args = check_single_dash(app, std::vector<std::string>(argv + 1, argv + argc), aliases);
+        } catch (const Error& e) {
+            print_error(tool, e.what());
+            std::fprintf(stderr, "Run '%s --help' for usage.\n", tool.c_str());
+            return exit_usage;
+        }
+        std::reverse(args.begin(), args.end());  // CLI11 takes the words last first
+        app.parse(args);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {

@@ -10,6 +10,7 @@
 
 #include "libaff/core/progress.hpp"
 #include "libaff/ui/progress_reporter.hpp"
+#include "libaff/ui/single_dash.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -44,8 +45,16 @@ struct Gpu {
 // Adds --gpus N and --gpu-mib MIB; returns the struct they fill.
 Gpu& add_gpu(CLI::App& app);
 
-// Parses argv and runs body. body returns the exit status.
-int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+// Checks of numeric option values whose messages name the bound plainly (CLI11's own
+// open ranges print DBL_MAX): "expected a whole number >= 1, got \"gl\"".
+CLI::Validator whole_number_at_least(long long min);
+CLI::Validator number_at_least(double min);
+CLI::Validator number_between(double min, double max);
+
+// Parses argv (after the single-dash check, single_dash.hpp, with the tool's aliases)
+// and runs body. body returns the exit status.
+int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body,
+        const SingleDashAliases& aliases = {});
 
 // Prints "<tool>: <message>" on stderr; for warnings from tool mains.
 void print_error(const std::string& tool, const std::string& message);

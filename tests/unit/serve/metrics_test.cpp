@@ -1,6 +1,7 @@
 // Tests for libaff/serve/metrics: the exact Prometheus text /metrics answers (scrapers
-// and the CLI tests read it line by line), unknown paths folded into one label, and the
-// prefix-cache lines present only when there is a cache.
+// and the CLI tests read it line by line), unknown paths folded into one label, the
+// latency histograms' cumulative buckets, and the prefix-cache lines present only when
+// there is a cache.
 #include "libaff/serve/metrics.hpp"
 
 #include <catch2/catch.hpp>
@@ -50,7 +51,44 @@ const char* const kPlain =
     "aff_generation_active 1\n"
     "# HELP aff_ready 1 once the model is loaded.\n"
     "# TYPE aff_ready gauge\n"
-    "aff_ready 0\n";
+    "aff_ready 0\n"
+    "# HELP aff_time_to_first_token_seconds Seconds from a generation request's arrival (queueing included) to its first output token.\n"
+    "# TYPE aff_time_to_first_token_seconds histogram\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"0.025\"} 0\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"0.05\"} 1\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"0.1\"} 1\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"0.25\"} 1\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"0.5\"} 1\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"1\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"2.5\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"5\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"10\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"30\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"60\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"120\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"300\"} 2\n"
+    "aff_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2\n"
+    "aff_time_to_first_token_seconds_sum 0.73\n"
+    "aff_time_to_first_token_seconds_count 2\n"
+    "# HELP aff_time_per_output_token_seconds Seconds between consecutive output tokens of a generation.\n"
+    "# TYPE aff_time_per_output_token_seconds histogram\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.005\"} 0\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.01\"} 0\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.02\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.04\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.06\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.08\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.1\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.15\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.2\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.3\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"0.5\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"1\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"2.5\"} 2\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"5\"} 3\n"
+    "aff_time_per_output_token_seconds_bucket{le=\"+Inf\"} 3\n"
+    "aff_time_per_output_token_seconds_sum 3.024\n"
+    "aff_time_per_output_token_seconds_count 3\n";
 
 const char* const kCache =
     "# HELP aff_prefix_cache_capacity_bytes Memory the prefix cache may hold (--prefix-cache-mib).\n"
@@ -85,6 +123,11 @@ void fill(Metrics& m) {
     m.count_cancelled();
     m.count_rejected_full();
     m.count_rejected_full();
+    m.observe_first_token(0.03);
+    m.observe_first_token(0.7);
+    m.observe_token_interval(0.012);
+    m.observe_token_interval(0.012);
+    m.observe_token_interval(3.0);  // past the last bound: only +Inf counts it
 }
 
 }  // namespace
@@ -113,4 +156,6 @@ TEST_CASE("metrics of a fresh server are zeros with no request lines", "[serve]"
     CHECK(text.find("\naff_generation_active 0\n") != std::string::npos);
     CHECK(text.find("\naff_ready 1\n") != std::string::npos);
     CHECK(text.find("prefix_cache") == std::string::npos);
+    CHECK(text.find("\naff_time_to_first_token_seconds_bucket{le=\"+Inf\"} 0\n") != std::string::npos);
+    CHECK(text.find("\naff_time_per_output_token_seconds_count 0\n") != std::string::npos);
 }
