@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job that README's first command ends with, on the embedded default model.
-# 1. Generation with aff-run from the embedded default model, the committed random tiny
-#    checkpoint tests/data/models/tiny-a (vocabulary 256, made by
-#    tests/oracle/make_model_fixtures.py; its weights are random, so the text is noise),
-#    decoded with the real DeepSeek tokenizer.json (fetched once with npm, pinned SHA-256).
+# 1. Generation with aff-run from the embedded default model, tests/data/models/tiny-trained.aff:
+#    a tiny DeepSeek-V4 (4 layers, 16 experts, vocabulary 2048, an MTP layer) trained on Python
+#    sources and docs by tests/oracle/train_tiny_model.sh and quantised by aff-quantize; greedy
+#    from a fixed prompt, so the text is the same on every machine (tests/cli/aff-run pins it).
 # 2. A container round trip on the committed fixture tests/data/tiny.aff: summarise it,
 #    split it into parts with a SHA256SUMS, check the sums, check the parts as a container
 #    without joining them, join them and check the result byte for byte and digest for
@@ -17,9 +17,8 @@ trap 'rm -rf "$work"' EXIT
 tools=$build/tools
 
 source_dir="$(cd "$(dirname "$0")/.." && pwd)"
-tokenizer=$build/test-data/deepseek_v3-3.7.2/tokenizer.json
-bash "$source_dir/tests/oracle/fetch_tokenizer_json.sh" "$tokenizer"
-"$tools/aff-run" -m "$source_dir/tests/data/models/tiny-a" --tokenizer "$tokenizer" --tokens 0 -n 24 --temp 0
+"$tools/aff-run" -m "$source_dir/tests/data/models/tiny-trained.aff" -p 'def fibonacci(n):' -n 40 --temp 0
+echo
 echo "main job: generation OK"
 
 "$tools/aff-info" "$fixture"
