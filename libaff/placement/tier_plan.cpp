@@ -1,0 +1,56 @@
+// plan_tiers (tier_plan.hpp): the GPU first, then the host pool, the rest on the SSD.
+#include "libaff/placement/tier_plan.hpp"
+
+#include "libaff/core/error.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace aff::placement {
+
+namespace {
+std::string mib(std::uint64_t bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%llu MiB", static_cast<unsigned long long>((bytes + kMiB / 2) / kMiB));
+    return b;
+}
+}  // namespace
+
+std::uint64_t derived_headroom(std::uint64_t gpu_budget) { return std::max<std::uint64_t>(256 * kMiB, gpu_budget / 100 * 3); }
+
+TierPlan plan_tiers(const TierInputs& in) {
+    if (in.slot_bytes == 0 || in.experts < 0) throw_internal("plan_tiers: no slot size or a negative expert count");
+    TierPlan p;
+    p.gpu_budget = in.gpu_cap ? std::min(in.gpu_free, in.gpu_cap) : in.gpu_free;
+    p.headroom = in.headroom ? *in.headroom : derived_headroom(p.gpu_budget);
+    const std::uint64_t needed = in.resident_bytes + p.headroom;
+    if (needed > p.gpu_budget)
+        throw Error(ErrorKind::device, "the model's resident part (" + mib(in.resident_bytes) + ") and the headroom (" + mib(p.headroom) +
+                     ") need " + mib(needed - p.gpu_budget) + " more than the GPU offers (" + mib(p.gpu_budget) +
+                     (in.gpu_cap && in.gpu_cap < in.gpu_free ? ", the --gpu-mib cap" : " free") + ")");
+    const std::uint64_t slab_room = p.gpu_budget - needed;
+    p.gpu_slots = std::min<std::int64_t>(in.experts, std::int64_t(slab_room / in.slot_bytes));
+    p.slab_bytes = std::uint64_t(p.gpu_slots) * in.slot_bytes;
+
+    const std::uint64_t host_room = in.host_available > in.host_reserve ? in.host_available - in.host_reserve : 0;
+    if (in.host_pool && *in.host_pool > host_room)
+        throw_usage("--host-pool-mib " + std::to_string(*in.host_pool / kMiB) + " is more than the " + mib(host_room) +
+                    " the host has available after the " + mib(in.host_reserve) + " reserve");
+    const std::uint64_t pool_room = in.host_pool ? *in.host_pool : host_room;
+    p.host_slots = std::min<std::int64_t>(in.experts - p.gpu_slots, std::int64_t(pool_room / in.slot_bytes));
+    p.pool_bytes = std::uint64_t(p.host_slots) * in.slot_bytes;
+    p.ssd_experts = in.experts - p.gpu_slots - p.host_slots;
+    return p;
+}
+
+std::string TierPlan::describe(const TierInputs& in) const {
+    std::string s = "experts: " + std::to_string(gpu_slots) + " of " + std::to_string(in.experts) + " on the GPU (" +
+                    mib(slab_bytes) + " slab: " + mib(gpu_budget) + (in.gpu_cap && in.gpu_cap < in.gpu_free ? " cap" : " free") +
+                    " less " + mib(in.resident_bytes) + " resident and " + mib(headroom) + " headroom), " +
+                    std::to_string(host_slots) + " in the pinned host pool (" + mib(pool_bytes) +
+                    (in.host_pool ? ", --host-pool-mib" : ": MemAvailable less the " + mib(in.host_reserve) + " reserve") +
+                    "), " + std::to_string(ssd_experts) + " on the SSD; " + mib(in.slot_bytes) + " a slot";
+    return s;
+}
+
+}  // namespace aff::placement
