@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The main job that README's first command ends with, on the embedded default model.
-# 1. Generation with aff-run from the embedded default model, tests/data/models/tiny-trained.aff:
-#    a tiny DeepSeek-V4 (4 layers, 16 experts, vocabulary 2048, an MTP layer) trained on Python
-#    sources and docs by tests/oracle/train_tiny_model.sh and quantised by aff-quantize; greedy
-#    from a fixed prompt, so the text is the same on every machine (tests/cli/aff-run pins it).
-# 2. A container round trip on the committed fixture tests/data/tiny.aff: summarise it,
+# 1. A container round trip on the committed fixture tests/data/tiny.aff: summarise it,
 #    split it into parts with a SHA256SUMS, check the sums, check the parts as a container
 #    without joining them, join them and check the result byte for byte and digest for
 #    digest.
+# 2. Last, so that it is what a new user sees at the end of ./setup.sh: generation with aff-run
+#    from the embedded default model, tests/data/models/tiny-trained.aff:
+#    a tiny DeepSeek-V4 (4 layers, 16 experts, vocabulary 2048, an MTP layer) trained on Python
+#    sources and docs by tests/oracle/train_tiny_model.sh and quantised by aff-quantize; greedy
+#    from a fixed prompt, so the text is the same on every machine (tests/cli/aff-run pins it).
 # usage: tests/main-job.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -17,10 +18,6 @@ trap 'rm -rf "$work"' EXIT
 tools=$build/tools
 
 source_dir="$(cd "$(dirname "$0")/.." && pwd)"
-"$tools/aff-run" -m "$source_dir/tests/data/models/tiny-trained.aff" -p 'def fibonacci(n):' -n 40 --temp 0
-echo
-echo "main job: generation OK"
-
 "$tools/aff-info" "$fixture"
 cp "$fixture" "$work/tiny.aff"
 cd "$work"
@@ -33,3 +30,8 @@ cat tiny.aff.part-* > joined/tiny.aff
 cmp joined/original.aff joined/tiny.aff
 "$tools/aff-verify" joined/tiny.aff
 echo "main job: container round trip OK"
+
+"$tools/aff-run" -m "$source_dir/tests/data/models/tiny-trained.aff" -p 'def fibonacci(n):' -n 40 --temp 0
+echo
+echo "main job: generation OK"
+
