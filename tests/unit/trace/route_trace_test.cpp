@@ -1,0 +1,239 @@
+// Tests for libaff/trace/route_trace{,_writer}: random traces round-trip through the writer
+// and the reader (both codecs, chunk boundaries included), and each kind of damage the spec
+// names (truncation, magic, version, out-of-range expert id, digests, reserved bits,
+// trailing bytes) is rejected with the message that names the field.
+#include "libaff/core/error.hpp"
+#include "libaff/core/hash.hpp"
+#include "libaff/trace/route_trace.hpp"
+#include "libaff/trace/route_trace_writer.hpp"
+
+#include "unit/file_bytes.hpp"
+#include "unit/temp_dir.hpp"
+#include "unit/trace/random_trace.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+using namespace aff::trace;
+
+namespace {
+
+void require_equal(const RouteTrace& a, const RouteTrace& b) {
+    REQUIRE(a.header.layers == b.header.layers);
+    REQUIRE(a.header.experts == b.header.experts);
+    REQUIRE(a.header.top_k == b.header.top_k);
+    REQUIRE(a.header.identity_kind == b.header.identity_kind);
+    REQUIRE(a.header.identity == b.header.identity);
+    REQUIRE(a.header.expert_bytes == b.header.expert_bytes);
+    REQUIRE(a.header.hash_layers == b.header.hash_layers);
+    REQUIRE(a.steps.size() == b.steps.size());
+    for (std::size_t s = 0; s < a.steps.size(); ++s) {
+        const TraceStep &x = a.steps[s], &y = b.steps[s];
+        REQUIRE(x.tokens.size() == y.tokens.size());
+        for (std::size_t i = 0; i < x.tokens.size(); ++i) {
+            REQUIRE(x.tokens[i].token == y.tokens[i].token);
+            REQUIRE(x.tokens[i].sequence == y.tokens[i].sequence);
+            REQUIRE(x.tokens[i].position == y.tokens[i].position);
+            REQUIRE(x.tokens[i].phase == y.tokens[i].phase);
+        }
+        REQUIRE(x.layers == y.layers);
+        REQUIRE(x.experts == y.experts);
+        REQUIRE(std::memcmp(x.weights.data(), y.weights.data(), x.weights.size() * 4) == 0);
+    }
+}
+
+std::string error_of(const std::vector<std::uint8_t>& bytes) {
+    try {
+        parse_route_trace(bytes, "t.aft");
+    } catch (const aff::Error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+// A small trace's bytes, uncompressed so that payload bytes can be damaged at known offsets.
+std::vector<std::uint8_t> small_trace_bytes(aff::test::TempDir& dir, std::size_t steps = 3) {
+    const RouteTrace t = aff::test::random_trace(7, 2, 8, 2, steps, 2);
+    write_route_trace(dir / "t.aft", t, Compression::none);
+    return aff::test::read_all(dir / "t.aft");
+}
+
+// Recomputes the header digest and the first chunk's digest after a deliberate edit, so the
+// reader reaches the field under test instead of stopping at a digest.
+void fix_digests(std::vector<std::uint8_t>& b, std::uint32_t layers) {
+    const std::size_t h = 64 + 8 * ((layers + 7) / 8);
+    const std::uint64_t hd = aff::xxh3_64(b.data(), h - 8);
+    std::memcpy(&b[h - 8], &hd, 8);
+    if (std::memcmp(&b[h], "RTCK", 4) == 0) {
+        std::uint64_t stored;
+        std::memcpy(&stored, &b[h + 24], 8);
+        aff::Xxh3Stream d;
+        d.update(&b[h], 40);
+        d.update(&b[h + 48], stored);
+        const std::uint64_t cd = d.digest();
+        std::memcpy(&b[h + 40], &cd, 8);
+    }
+}
+
+constexpr std::size_t kHeader = 72, kChunk = 72 + 48;  // 2 layers: header 72 bytes; first payload byte
+
+}  // namespace
+
+TEST_CASE("random traces round-trip through the writer and the reader", "[trace]") {
+    aff::test::TempDir dir;
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+        const RouteTrace t = aff::test::random_trace(seed, 1 + seed % 5, 4 + seed * 5, 1 + seed % 4, seed * 9, 1 + seed % 6);
+        for (Compression c : {Compression::none, Compression::zstd}) {
+            write_route_trace(dir / "r.aft", t, c);
+            const RouteTrace back = read_route_trace(dir / "r.aft");
+            require_equal(t, back);
+            REQUIRE(back.token_steps() == t.token_steps());
+        }
+    }
+    REQUIRE(dir.entries() == 1);  // no temporary left behind
+}
+
+TEST_CASE("a trace larger than one chunk splits between steps and reads back whole", "[trace]") {
+    aff::test::TempDir dir;
+    // 43 layers x 6 experts, 16 tokens a step: ~26 KB a step, so 100 steps take 3 chunks.
+    const RouteTrace t = aff::test::random_trace(3, 43, 256, 6, 100, 16);
+    write_route_trace(dir / "big.aft", t, Compression::zstd);
+    require_equal(t, read_route_trace(dir / "big.aft"));
+    const auto bytes = aff::test::read_all(dir / "big.aft");
+    std::uint64_t chunks;
+    std::memcpy(&chunks, &bytes[bytes.size() - 40], 8);
+    REQUIRE(chunks >= 2);
+}
+
+TEST_CASE("an empty trace is a header and an end record", "[trace]") {
+    aff::test::TempDir dir;
+    RouteTrace t = aff::test::random_trace(1, 3, 8, 2, 0);
+    write_route_trace(dir / "e.aft", t);
+    REQUIRE(std::filesystem::file_size(dir / "e.aft") == 64 + 8 + 48);
+    REQUIRE(read_route_trace(dir / "e.aft").steps.empty());
+}
+
+TEST_CASE("a writer that is not published leaves nothing", "[trace]") {
+    aff::test::TempDir dir;
+    {
+        const RouteTrace t = aff::test::random_trace(2, 2, 8, 2, 5);
+        RouteTraceWriter w(dir / "x.aft", t.header);
+        for (const auto& s : t.steps) w.add(s);
+    }
+    REQUIRE(dir.entries() == 0);
+}
+
+TEST_CASE("the writer refuses a step the reader would reject", "[trace]") {
+    aff::test::TempDir dir;
+    RouteTrace t = aff::test::random_trace(2, 2, 8, 2, 1, 1);
+    RouteTraceWriter w(dir / "x.aft", t.header);
+    TraceStep bad = t.steps[0];
+    bad.experts[0] = 8;
+    REQUIRE_THROWS_WITH(w.add(bad), Catch::Contains("expert id 8 out of range"));
+    bad = t.steps[0];
+    bad.weights[1] = std::numeric_limits<float>::quiet_NaN();
+    REQUIRE_THROWS_WITH(w.add(bad), Catch::Contains("not finite"));
+    TraceHeader h = t.header;
+    h.top_k = 9;
+    REQUIRE_THROWS_WITH(RouteTraceWriter(dir / "y.aft", h), Catch::Contains("top_k 9 out of range"));
+}
+
+TEST_CASE("damaged traces are rejected naming the field", "[trace][corrupt]") {
+    aff::test::TempDir dir;
+    const std::vector<std::uint8_t> good = small_trace_bytes(dir);
+    REQUIRE(error_of(good) == "no error");
+
+    SECTION("truncated anywhere") {
+        for (std::size_t cut = 0; cut < good.size(); ++cut) {
+            const std::vector<std::uint8_t> b(good.begin(), good.begin() + cut);
+            const std::string e = error_of(b);
+            INFO("cut at " << cut << ": " << e);
+            REQUIRE(e.find("truncated") != std::string::npos);
+        }
+    }
+    SECTION("bad magic") {
+        auto b = good;
+        b[1] = 'X';
+        REQUIRE(error_of(b) == "t.aft: not a route trace (bad magic)");
+    }
+    SECTION("newer version") {
+        auto b = good;
+        b[8] = 2;
+        REQUIRE(error_of(b) == "t.aft: route trace version 2 (this build reads 1)");
+    }
+    SECTION("header digest") {
+        auto b = good;
+        b[40] ^= 1;  // expert_bytes
+        REQUIRE(error_of(b) == "t.aft: header: digest mismatch");
+    }
+    SECTION("reserved header field") {
+        auto b = good;
+        b[29] = 1;
+        fix_digests(b, 2);
+        REQUIRE(error_of(b) == "t.aft: header: reserved field at offset 28 is not zero");
+    }
+    SECTION("reserved layer flag bit") {
+        auto b = good;
+        b[57] = 2;
+        fix_digests(b, 2);
+        REQUIRE(error_of(b) == "t.aft: header: layer 1 flags have reserved bits set");
+    }
+    SECTION("top_k above experts") {
+        auto b = good;
+        b[20] = 9;
+        fix_digests(b, 2);
+        REQUIRE(error_of(b) == "t.aft: header: top_k 9 out of range (1..min(experts, 64))");
+    }
+    SECTION("chunk digest") {
+        auto b = good;
+        b[kChunk + 10] ^= 0x40;
+        REQUIRE(error_of(b) == "t.aft: chunk 0: digest mismatch");
+    }
+    SECTION("bad chunk tag") {
+        auto b = good;
+        b[kHeader] = 'X';
+        REQUIRE(error_of(b) == "t.aft: chunk 0: bad tag");
+    }
+    SECTION("out-of-range expert id") {
+        auto b = good;
+        // Step 0: 8-byte header, n token entries, then layer 0's block: layer, reserved, ids.
+        const std::uint32_t n = b[kChunk];
+        const std::size_t ids = kChunk + 8 + 16 * n + 4;
+        b[ids] = 8;
+        b[ids + 1] = 0;
+        fix_digests(b, 2);
+        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: layer 0 token 0: expert id 8 out of range (8 experts)");
+    }
+    SECTION("undefined phase") {
+        auto b = good;
+        b[kChunk + 8 + 12] = 3;
+        fix_digests(b, 2);
+        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: token 0: phase 3 is not defined");
+    }
+    SECTION("end record digest") {
+        auto b = good;
+        b[b.size() - 30] ^= 1;
+        REQUIRE(error_of(b) == "t.aft: end record: digest mismatch");
+    }
+    SECTION("trailing bytes") {
+        auto b = good;
+        b.push_back(0);
+        REQUIRE(error_of(b) == "t.aft: end record: 1 trailing bytes after the end record");
+    }
+}
+
+TEST_CASE("publishing again replaces the file with every step so far", "[trace]") {
+    aff::test::TempDir dir;
+    const RouteTrace t = aff::test::random_trace(4, 3, 16, 2, 10, 3);
+    RouteTraceWriter w(dir / "p.aft", t.header, Compression::zstd);
+    for (std::size_t i = 0; i < 4; ++i) w.add(t.steps[i]);
+    w.publish();
+    REQUIRE(read_route_trace(dir / "p.aft").steps.size() == 4);
+    for (std::size_t i = 4; i < t.steps.size(); ++i) w.add(t.steps[i]);
+    w.publish();
+    require_equal(t, read_route_trace(dir / "p.aft"));
+    REQUIRE(dir.entries() == 1);
+}
