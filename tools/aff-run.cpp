@@ -15,6 +15,7 @@
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/runtime/sampler.hpp"
 #include "libaff/runtime/token_list.hpp"
+#include "libaff/trace/recorder.hpp"
 #include "libaff/tokenizer/tokenizer.hpp"
 #include "libaff/ui/cli.hpp"
 
@@ -92,7 +93,7 @@ int chat_loop(aff::ChatSession& session, const std::string& first, bool quiet) {
 
 int main(int argc, char** argv) {
     CLI::App app{"Generate from a DeepSeek-V4 checkpoint or .aff container (on a GPU when one is visible).", "aff-run"};
-    std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out, system;
+    std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out, system, route_trace;
     aff::GenerateOptions gen;
     aff::ForwardOptions fwd;
     bool no_echo = false, dump_tokens = false, chat = false;
@@ -126,11 +127,13 @@ int main(int argc, char** argv) {
     auto* dump_tokens_opt = app.add_flag("--dump-tokens", dump_tokens, "print the prompt and generated token ids on stderr");
     auto* dump_logits_opt = app.add_option("--dump-logits", dump_logits, "print the K largest logits of every position on stderr");
     auto* logits_out_opt = app.add_option("--logits-out", logits_out, "write every position's float32 logits (formats/logits.md)");
+    auto* route_trace_opt = app.add_option("--route-trace", route_trace,
+                                           "record every layer's expert selections (formats/route-trace.md; CPU path)");
     auto* forced_opt = app.add_option("--force-tokens", forced_text, "generate exactly these token ids instead of sampling");
     app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")
         ->check(aff::cli::whole_number_at_least(1));
     app.add_flag("--no-routed-experts", fwd.no_routed_experts, "skip routed experts (diagnostics)");
-    for (CLI::Option* o : {t_opt, dump_tokens_opt, dump_logits_opt, logits_out_opt, forced_opt}) chat_opt->excludes(o);
+    for (CLI::Option* o : {t_opt, dump_tokens_opt, dump_logits_opt, logits_out_opt, route_trace_opt, forced_opt}) chat_opt->excludes(o);
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
@@ -213,13 +216,22 @@ int main(int argc, char** argv) {
                 if (logits_file) logits_file->add(pos, t, logits);
                 if (dump_logits > 0) print_top_logits(pos, t, logits, dump_logits);
             };
+        std::unique_ptr<aff::trace::RouteRecorder> recorder;
+        if (!route_trace.empty()) {
+            recorder = std::make_unique<aff::trace::RouteRecorder>(route_trace, aff::trace::trace_header_for(model->config(), model_path));
+            backend->set_route_observer(recorder.get());
+        }
+        bool prefilled = false;  // the first call runs the prompt; every later one a generated token
         const aff::ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
+            if (recorder) recorder->begin(0, prefilled ? aff::trace::Phase::decode : aff::trace::Phase::prefill);
+            prefilled = true;
             return backend->forward(tokens, all_logits);
         };
         const aff::GenerateStats st = aff::generate(config, forward, backend->position(), gen, cb);
         if (stream) std::cout << stream->finish();
         std::cout << '\n';
         if (logits_file) logits_file->commit();
+        if (recorder) recorder->publish();
         if (dump_tokens) {
             std::fprintf(stderr, "prompt tokens:");
             for (auto t : gen.prompt) std::fprintf(stderr, " %d", t);

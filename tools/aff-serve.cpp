@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
     app.add_option("--prefix-cache-mib", prefix_cache_mib,
                    "memory for snapshots of prompt prefixes, reused when a request resends them (0 = off)")
         ->default_str("4096");
+    app.add_option("--route-trace", engine.route_trace,
+                   "record every request's expert selections to this file (formats/route-trace.md; CPU path)");
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
     return aff::cli::run(app, argc, argv, [&] {
         if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
+        if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
         engine.threads = threads;
         engine.backend.gpus = gpu.gpus;
         engine.backend.gpu_mib = gpu.gpu_mib;

@@ -51,8 +51,10 @@ public:
     std::int64_t position() const override { return state_.position; }
     void reset() override { state_ = model_.new_state(); }
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
+        state_.routes = routes_;  // reset() and restore() replace the state, not the observer
         return model_.forward(state_, tokens, all_logits);
     }
+    void set_route_observer(RouteObserver* observer) override { routes_ = observer; }
     bool can_snapshot() const override { return true; }
     std::unique_ptr<BackendSnapshot> snapshot() const override { return std::make_unique<CpuSnapshot>(state_); }
     void restore(const BackendSnapshot& snapshot) override {
@@ -64,6 +66,7 @@ public:
 private:
     const Model& model_;
     DecodeState state_;
+    RouteObserver* routes_ = nullptr;
 };
 
 #if defined(AFF_HAVE_GPU)
@@ -114,6 +117,10 @@ private:
 
 std::unique_ptr<BackendSnapshot> ForwardBackend::snapshot() const {
     throw_unsupported(describe() + ": this backend cannot snapshot its sequence state");
+}
+
+void ForwardBackend::set_route_observer(RouteObserver*) {
+    throw_unsupported(describe() + ": route traces are recorded on the CPU path only so far (--gpus 0)");
 }
 
 void ForwardBackend::restore(const BackendSnapshot&) {

@@ -52,6 +52,10 @@ public:
     virtual void reset() = 0;
     // Model::forward's contract for this backend's sequence.
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
+    // Route traces: `observer` (not owned; null: none) sees the routing of every later
+    // forward (model/route_observer.hpp). The CPU reference supports it; the GPU model
+    // throws unsupported (its device ring of ids is not written yet).
+    virtual void set_route_observer(RouteObserver* observer);
 
     // Snapshots: whether this backend takes them (both do: the CPU reference copies its
     // state, the GPU model the part of its device state the position uses, to host memory).

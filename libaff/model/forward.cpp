@@ -260,7 +260,7 @@ void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n
 // §3.9: router (sqrtsoftplus; bias for selection only, or tid2eid for hash layers),
 // routed SwiGLU experts with clamps, shared expert.
 void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-                float* out, std::int64_t start, SelectionMargins* margins) const {
+                float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), E = c.n_routed_experts, k = c.experts_per_token, I = c.moe_intermediate_size,
               D = c.hidden_size;
@@ -296,6 +296,7 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
             gates[std::size_t(t) * k + j] = g * static_cast<float>(c.routed_scaling_factor);
         }
     }
+    if (routes) routes->on_route(RouteEvent{layer_index, start, tokens, k, chosen, gates});
     std::fill(out, out + std::size_t(n) * D, 0.0f);
     if (!options_.no_routed_experts) {
         std::vector<float> routed(std::size_t(n) * k * D);
@@ -330,7 +331,7 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
 // One decoder layer (§3.2 "Decoder layer"): mHC around attention, then around the MoE.
 void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                           std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                          SelectionMargins* margins) const {
+                          SelectionMargins* margins, RouteObserver* routes) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, nD = hc * D, M = c.mix_width();
     std::vector<float> mix(std::size_t(n) * M), pre(std::size_t(n) * hc), post(std::size_t(n) * hc),
@@ -367,7 +368,7 @@ void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind 
     attention(w, kind, st, start, n, u.data(), f.data(), margins);
     expand();
     collapse(w.hc_ffn, w.ffn_norm);
-    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins);
+    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins, routes);
     expand();
 }
 
@@ -410,7 +411,8 @@ std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t>
     const int layers = options_.max_layers < 0 ? c.num_layers : std::min(options_.max_layers, c.num_layers);
     for (int l = 0; l < layers; ++l)
         layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x,
-                      st.margins);
+                      st.margins, st.routes);
+    if (st.routes) st.routes->on_forward_end();
     st.position += n;
     if (streams_out) *streams_out = x;
     const int first = all_logits ? 0 : n - 1;
@@ -438,7 +440,7 @@ std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> st
         for (int k = 0; k < hc; ++k)
             for (int d = 0; d < D; ++d) x[(std::size_t(t) * hc + k) * D + d] += ep[std::size_t(t) * D + d];
     layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x,
-                  nullptr);
+                  nullptr, nullptr);
     st.mtp_position += n;
     std::vector<float> logits(std::size_t(n) * V);
     hyper_head_logits(m.hc_head, m.norm, x.data(), n, logits.data());

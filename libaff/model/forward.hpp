@@ -9,6 +9,7 @@
 
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/checkpoint/config.hpp"
+#include "libaff/model/route_observer.hpp"
 #include "libaff/model/weights.hpp"
 
 #include <cstdint>
@@ -54,6 +55,7 @@ struct DecodeState {
     std::vector<LayerState> mtp;      // MTP layers (their own rings)
     std::int64_t mtp_position = 0;    // next position of the MTP layer
     SelectionMargins* margins = nullptr;  // diagnostics (tests): see SelectionMargins
+    RouteObserver* routes = nullptr;      // route traces: sees the main layers' routing
 };
 
 struct ForwardOptions {
@@ -100,12 +102,12 @@ private:
     struct Scratch;
     void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                        std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                       SelectionMargins* margins) const;
+                       SelectionMargins* margins, RouteObserver* routes) const;
     void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
                    const float* a, float* out, SelectionMargins* margins) const;
     void compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const;
     void moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-             float* out, std::int64_t start, SelectionMargins* margins) const;
+             float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes) const;
     void hyper_head_logits(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* x, int n,
                            float* logits) const;
 

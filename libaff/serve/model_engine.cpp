@@ -56,6 +56,9 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
                                                 id_from_path(options.model_path));
     engine->set_prefix_cache(options.prefix_cache_bytes);
     engine->model_path_ = options.model_path;
+    if (!options.route_trace.empty())
+        engine->set_route_recorder(std::make_unique<trace::RouteRecorder>(
+            options.route_trace, trace::trace_header_for(engine->model().config(), options.model_path)));
     return engine;
 }
 
@@ -144,7 +147,13 @@ void ModelEngine::set_prefix_cache(std::size_t bytes) {
     publish_stats();
 }
 
+void ModelEngine::set_route_recorder(std::unique_ptr<trace::RouteRecorder> recorder) {
+    backend_->set_route_observer(recorder.get());
+    recorder_ = std::move(recorder);
+}
+
 std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens) {
+    if (recorder_) recorder_->begin(trace_sequence_, trace::Phase::prefill);
     cached_tokens_ = 0;
     sequence_valid_ = false;
     sequence_.assign(tokens.begin(), tokens.end());
@@ -178,6 +187,7 @@ std::span<const float> ModelEngine::prefill(std::span<const std::int32_t> tokens
 }
 
 std::span<const float> ModelEngine::decode(std::int32_t token) {
+    if (recorder_) recorder_->begin(trace_sequence_, trace::Phase::decode);
     sequence_valid_ = false;
     logits_ = backend_->forward(std::span<const std::int32_t>(&token, 1), false);
     sequence_.push_back(token);
@@ -200,6 +210,10 @@ std::size_t ModelEngine::snapshot_point(std::span<const std::int32_t> tokens) co
 }
 
 void ModelEngine::end_sequence() {
+    if (recorder_) {
+        recorder_->publish();
+        ++trace_sequence_;
+    }
     if (!cache_.enabled() || !sequence_valid_ || sequence_.empty()) return;
     keep_snapshot(sequence_);
     publish_stats();

@@ -12,6 +12,7 @@
 #include "libaff/gpu/backend.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/serve/engine.hpp"
+#include "libaff/trace/recorder.hpp"
 #include "libaff/tokenizer/tokenizer.hpp"
 
 #include <memory>
@@ -32,6 +33,9 @@ struct ModelEngineOptions {
     // of the GPU state a position uses); 0 disables the cache. A backend that cannot
     // snapshot would run without it whatever this says (both can).
     std::size_t prefix_cache_bytes = std::size_t(4096) << 20;
+    // --route-trace: record the routing of every request (CPU path) into this file, each
+    // request a sequence; the file is rewritten whole after every request (RouteTraceWriter).
+    std::string route_trace;
 };
 
 class ModelEngine final : public Engine {
@@ -80,6 +84,8 @@ public:
     // Sets the prefix cache's budget (0: off) and drops what it held. Without a call there
     // is no cache (load() makes the call with ModelEngineOptions::prefix_cache_bytes).
     void set_prefix_cache(std::size_t bytes);
+    // Records every later forward's routing (not owned by the backend: kept here).
+    void set_route_recorder(std::unique_ptr<trace::RouteRecorder> recorder);
     // For the start-up line: "prefix cache 4.00 GiB", "prefix cache off", or why there is none.
     const std::string& prefix_cache_description() const { return cache_description_; }
 
@@ -103,6 +109,8 @@ private:
 
     std::unique_ptr<ThreadPool> pool_;  // outlives model_, which runs on it
     std::unique_ptr<Model> model_;
+    std::unique_ptr<trace::RouteRecorder> recorder_;  // observes backend_; destroyed after it
+    std::uint32_t trace_sequence_ = 0;
     std::unique_ptr<ForwardBackend> backend_;  // runs model_; destroyed before it
     tokenizer::Tokenizer tokenizer_;
     std::string model_id_;

@@ -1,0 +1,42 @@
+// Records a forward pass's routing into a route trace: a RouteObserver (model/
+// route_observer.hpp) that gathers one step record per forward call (every main layer the
+// call ran, each token's K experts and gate weights as the router produced them) and
+// hands it to a RouteTraceWriter. The caller says before each call which sequence and
+// phase its tokens belong to (aff-run: the prompt is prefill, each generated token decode;
+// aff-serve: per request). Copies ids and weights only: nothing the forward computes changes.
+#pragma once
+
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/model/route_observer.hpp"
+#include "libaff/trace/route_trace_writer.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace aff::trace {
+
+// The header for a model loaded from `model_path` (formats/route-trace.md §7): geometry
+// from the config, identity and expert size from the container (its header_digest and
+// expert extent size) or, for a checkpoint directory, the XXH3-64 of its config.json and
+// no expert size.
+TraceHeader trace_header_for(const ModelConfig& config, const std::string& model_path);
+
+class RouteRecorder final : public RouteObserver {
+public:
+    RouteRecorder(std::string path, TraceHeader header, Compression compression = Compression::zstd);
+    // Before a forward call: its tokens' sequence and phase.
+    void begin(std::uint32_t sequence, Phase phase);
+    void on_route(const RouteEvent& event) override;
+    void on_forward_end() override;
+    // Writes the whole trace so far (it may be called again later).
+    void publish() { writer_.publish(); }
+    std::uint64_t steps() const { return writer_.steps(); }
+
+private:
+    RouteTraceWriter writer_;
+    std::uint32_t sequence_ = 0;
+    Phase phase_ = Phase::prefill;
+    TraceStep step_;
+};
+
+}  // namespace aff::trace

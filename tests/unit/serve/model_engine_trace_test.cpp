@@ -1,0 +1,59 @@
+// aff-serve's --route-trace through the model engine (random tiny checkpoint, CPU): each
+// request is one sequence of the trace, its prompt prefill and its generated tokens decode,
+// and after every request the file holds a complete trace of every request so far.
+#include "libaff/serve/model_engine.hpp"
+#include "libaff/trace/route_trace.hpp"
+
+#include "unit/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+namespace serve = aff::serve;
+using aff::trace::Phase;
+
+TEST_CASE("the model engine records each request as one sequence of the route trace", "[serve]") {
+    aff::test::TempDir dir;
+    serve::ModelEngineOptions o;
+    o.model_path = AFF_RANDOM_MODEL_DIR;
+    o.tokenizer_path = AFF_TOKENIZER_JSON;
+    o.threads = 2;
+    o.backend.gpus = 0;
+    o.prefix_cache_bytes = 0;
+    o.route_trace = dir / "serve.aft";
+    if (!std::filesystem::exists(o.model_path + "/config.json"))
+        throw std::runtime_error(o.model_path + " is missing: run ctest (fixture setup.random_model)");
+    auto engine = serve::ModelEngine::load(o);
+    const std::vector<std::int32_t> first = {0, 11, 12, 13, 14}, second = {0, 21, 22};
+    engine->prefill(first);
+    engine->decode(5);
+    engine->end_sequence();
+    REQUIRE(aff::trace::read_route_trace(o.route_trace).steps.size() == 3);  // a prompt runs as two calls
+    engine->prefill(second);
+    engine->decode(6);
+    engine->decode(7);
+    engine->end_sequence();
+    const auto t = aff::trace::read_route_trace(o.route_trace);
+    REQUIRE(t.header.layers == std::uint32_t(engine->model().config().num_layers));
+    REQUIRE(t.steps.size() == 7);
+    struct Want {
+        std::uint32_t sequence, first_position, tokens;
+        Phase phase;
+    };
+    const Want want[7] = {{0, 0, 4, Phase::prefill}, {0, 4, 1, Phase::prefill}, {0, 5, 1, Phase::decode},
+                          {1, 0, 2, Phase::prefill}, {1, 2, 1, Phase::prefill}, {1, 3, 1, Phase::decode},
+                          {1, 4, 1, Phase::decode}};
+    for (std::size_t s = 0; s < 7; ++s) {
+        INFO("step " << s);
+        REQUIRE(t.steps[s].n() == want[s].tokens);
+        REQUIRE(t.steps[s].layers.size() == t.header.layers);
+        for (std::size_t i = 0; i < t.steps[s].n(); ++i) {
+            REQUIRE(t.steps[s].tokens[i].sequence == want[s].sequence);
+            REQUIRE(t.steps[s].tokens[i].position == want[s].first_position + i);
+            REQUIRE(t.steps[s].tokens[i].phase == want[s].phase);
+        }
+    }
+    REQUIRE(t.steps[2].tokens[0].token == 5);
+    REQUIRE(t.steps[6].tokens[0].token == 7);
+}
