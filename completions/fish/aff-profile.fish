@@ -1,5 +1,6 @@
 # fish completion for aff-profile
 complete -c aff-profile -l imatrix -r -F -d 'make the profile from this llama.cpp imatrix'
+complete -c aff-profile -l from-trace -r -F -d 'make the profile from this route trace'
 complete -c aff-profile -l out -r -F -d 'write the profile to this file'
 complete -c aff-profile -l layers -x -d 'keep layers below N'
 complete -c aff-profile -l top -x -d 'print the N busiest experts of each layer'
