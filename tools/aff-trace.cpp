@@ -18,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -96,10 +97,10 @@ int main(int argc, char** argv) {
         }
         const aff::trace::RouteTrace t = aff::trace::read_route_trace(trace_path);
         for (double mib : gpu_mib) {
-            if (!(mib >= 0)) aff::throw_usage("--gpu-mib values must not be negative");
+            if (!(mib >= 0) || !std::isfinite(mib)) aff::throw_usage("--gpu-mib values must be finite and not negative");
             ro.gpu_bytes.push_back(static_cast<std::uint64_t>(mib * 1048576.0));
         }
-        if (!(host_mib >= 0)) aff::throw_usage("--host-mib must not be negative");
+        if (!(host_mib >= 0) || !std::isfinite(host_mib)) aff::throw_usage("--host-mib must be finite and not negative");
         ro.host_bytes = static_cast<std::uint64_t>(host_mib * 1048576.0);
         if (policy == "all") for (std::string_view p : aff::placement::policy_names()) ro.policies.emplace_back(p);
         else ro.policies = {policy};
