@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
         if (!chat && prompt.empty() && prompt_file.empty() && tokens_text.empty())
             aff::throw_usage("give a prompt: -p TEXT, -f FILE or --tokens IDS (or --chat)");
         { const aff::Sampler check(gen.sampling); }
+        if (!route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
+            aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
         if (!prompt_file.empty()) prompt = read_text_file(prompt_file);
         if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
         if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);

@@ -8,6 +8,7 @@
 #include "libaff/serve/model_engine.hpp"
 #include "libaff/serve/service.hpp"
 #include "libaff/serve/test_engine.hpp"
+#include "libaff/gpu/backend.hpp"
 #include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
         if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
         if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
+        if (!engine.route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
+            aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
         engine.threads = threads;
         engine.backend.gpus = gpu.gpus;
         engine.backend.gpu_mib = gpu.gpu_mib;
