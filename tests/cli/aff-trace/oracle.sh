@@ -4,7 +4,8 @@
 # selections, experts used, busiest expert, 90/99 % coverage, consecutive-token pairs and
 # shared experts) equals aff-trace summary --json's. Both codecs: zstd chunks are decoded
 # by the oracle through the zstd command, so that case runs only where it is installed. A
-# damaged trace is refused by both.
+# damaged trace is refused by both. Where zstd is installed, the trace aff-run recorded on
+# the embedded default model is compared too.
 if ! command -v python3 >/dev/null; then
   echo "skipped: python3 is not installed, so the independent reader was not run"
   exit 0
@@ -33,6 +34,12 @@ for c in $codecs; do
   aff-trace summary --json t.aft > a.json
   python3 -c "$compare" o.json a.json
 done
+# The trace aff-run recorded on the embedded default model (tests/data/traces; zstd chunks).
+if command -v zstd >/dev/null; then
+  python3 "$oracle" "$DATA/traces/tiny-trained.trace" > o.json
+  aff-trace summary --json "$DATA/traces/tiny-trained.trace" > a.json
+  python3 -c "$compare" o.json a.json
+fi
 aff-trace synth --family tiny --compression none --out d.aft -q
 printf '\x09' | dd of=d.aft bs=1 seek=200 conv=notrunc status=none
 python3 "$oracle" d.aft | sed 's/: rejected: .*/: rejected/'
