@@ -60,8 +60,8 @@ __device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 // global write, and before it exits (a grid that may finish before its predecessor would let
 // the kernel after it, waiting only on this one, read unfinished data). Before the wait it may
 // read only what no recent kernel writes (weights, scales, codebooks) and write shared memory.
-// Audited 2026-11-29 (fp8_gemv, bf16_gemv, moe_gemv, moe_gemv_sym: they comply; the only
-// kernels launched so; tests/bench/RESULTS.md).
+// Audited 2026-11-29 (fp8_gemv, bf16_gemv, moe_gemv and the since removed moe_gemv_sym: they
+// comply; the only kernels launched so; tests/bench/RESULTS.md).
 __device__ inline void launch_dependents() {
 #if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -81,31 +81,6 @@ struct MoeGemvRouted {
 void moe_gemv_routed(const MoeGemvRouted& r, int n, int k, const uint16_t* codebook, const MoeGemvTuning& tuning,
                      void* stream);
 
-// The codebook as the kernels take it. values: the device copy of the 4096 × 2 fp16 values
-// (always needed: the generic kernel and tq2875_dequantize read them). shift, base: the sign
-// structure found by aff::quant::find_sign_structure (shift 2 or 3; 0 = none) and the device
-// copy of its 4096 >> shift packed base pairs (c0 low half, c1 high half). With a structure
-// and a device whose shared memory holds the base table 32 times over
-// (moe_gemv_structured_supported), the calls below run kernels/moe_gemv_sym.hip: conflict-free
-// gathers and tensor-core products with the activations rounded to fp16 (bound below); it
-// needs n % 16 == 0 and |x| < 65504 (fp16 range; the forward's expert inputs are RMS-normed
-// or SwiGLU outputs clamped at 10·10), runs one block per multiprocessor and ignores
-// tuning.target_blocks. Otherwise they are the generic calls above. The forward
-// (routed_codebook in libaff/gpu/forward_moe.cpp) does not pass a structure yet: measured on the H200 this kernel is
-// not faster than the generic one (tests/bench/RESULTS.md, moe_gemv_bench structured).
-struct MoeGemvCodebook {
-    const uint16_t* values = nullptr;
-    int shift = 0;
-    const uint32_t* base = nullptr;
-};
-// Whether this device takes the structured kernel for `shift` (NVIDIA sm_90+ with enough
-// opt-in shared memory: 4096 >> shift · 4 bytes · 32 copies plus the stages; false on AMD).
-bool moe_gemv_structured_supported(int shift);
-void moe_gemv_tuned(const MoeGemvJob* jobs, int count, int n, int k, int batch, const MoeGemvCodebook& codebook,
-                    const MoeGemvTuning& tuning, void* stream);
-void moe_gemv_routed(const MoeGemvRouted& r, int n, int k, const MoeGemvCodebook& codebook,
-                     const MoeGemvTuning& tuning, void* stream);
-
 // Dequantises rows × k weights (same layout and limits) into out [rows][k] fp32 with the
 // kernel's own window decoder: bit-identical to aff::quant::decode_block (format §7).
 void tq2875_dequantize(const uint8_t* w, int rows, int k, const uint16_t* codebook, float* out, void* stream);
@@ -113,12 +88,4 @@ void tq2875_dequantize(const uint8_t* w, int rows, int k, const uint16_t* codebo
 // Same products as the twin; the kernel sums c·x per block in fp32 and scales once per block,
 // the twin sums decoded weights times x in double.
 inline constexpr double moe_gemv_max_nmse = 1e-9;
-// The structured kernel rounds each activation to fp16 (relative error <= 2^-11, as against
-// the prefill GEMMs' bf16 at 2^-8); weights and products stay exact, sums are fp32. Per output
-// |y - y_exact| <= 2^-11 · Σ|ŵ·x| plus fp32 summation error, so its tests bound each element by
-// moe_gemv_sym_rel · Σ|ŵ·x| + moe_gemv_sym_abs · Σ|ŵ| (the second term: activations under the
-// fp16 normal range, 2^-14, lose absolute precision 2^-25).
-inline constexpr double moe_gemv_sym_rel = 0x1p-10;
-inline constexpr double moe_gemv_sym_abs = 0x1p-24;
-
 }  // namespace aff::gpu

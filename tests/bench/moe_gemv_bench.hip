@@ -15,9 +15,7 @@
 // ±[2^-4, 2^0) (speed does not depend on the values; this file is CUDA C++17, which cannot
 // include the C++20 codebook header). The last three lines
 // are the figure, the bound and the ratio of the default tuning (tests/bench/RESULTS.md).
-// The generic kernel runs with items of 8 rows (the default) and 4 (the previous default) in
-// both parts, and the structured kernel (kernels/moe_gemv_sym.hip, sign-structured codebooks,
-// shift 2: a random base table of the same distribution) beside it.
+// The kernel runs with items of 8 rows (the default) and 4 (the previous default) in both parts.
 #include "kernels/check.hpp"
 #include "libaff/gpu/device.hpp"
 #include "gpu_bench.hpp"
@@ -73,35 +71,21 @@ int main(int argc, char** argv) {
         for (uint16_t& v : values) v = static_cast<uint16_t>(0x2c00u + (cb_rng() & 0x8fffu));
         Buffer codebook(values.size() * 2);
         upload(codebook, values.data(), values.size() * 2);
-        // Sign-structured tables for the structured kernel: random base pairs of the same
-        // distribution (only the base is read; the expanded values are not needed for speed).
-        std::vector<uint32_t> base_values(1024);
-        for (uint32_t& v : base_values)
-            v = (0x2c00u + (cb_rng() & 0x8fffu)) | (0x2c00u + (cb_rng() & 0x8fffu)) << 16;
-        Buffer base(base_values.size() * 4);
-        upload(base, base_values.data(), base_values.size() * 4);
-        auto code = [&](int shift) {
-            return MoeGemvCodebook{codebook.as<uint16_t>(), shift, shift ? base.as<uint32_t>() : nullptr};
-        };
-        for (const int shift : {2, 3})
-            if (!moe_gemv_structured_supported(shift))
-                std::printf("structured kernel (shift %d) not supported here: its rows run the generic kernel\n", shift);
+        const uint16_t* cb = codebook.as<uint16_t>();
         const Shape shapes[] = {{"w1/w3", 2048, 4096}, {"w2", 4096, 2048}};
         struct Variant {
             const char* name;
             MoeGemvTuning tuning;
-            int shift;  // 0: generic kernel; 2, 3: structured kernel
         };
         // r8/r4: rows per work item (item_rows); "r4 dep" is the previous default.
-        const Variant variants[] = {{"r8 dep", {528, true, 8}, 0},
-                                    {"r8", {528, false, 8}, 0},
-                                    {"r4 dep", {528, true, 4}, 0},
-                                    {"r4", {528, false, 4}, 0},
-                                    {"sym2 dep", {528, true}, 2}};
+        const Variant variants[] = {{"r8 dep", {528, true, 8}},
+                                    {"r8", {528, false, 8}},
+                                    {"r4 dep", {528, true, 4}},
+                                    {"r4", {528, false, 4}}};
         constexpr int kVariants = sizeof(variants) / sizeof(variants[0]);
         int default_variant = 0;
         for (int v = 0; v < kVariants; ++v)
-            if (variants[v].shift == 0 && variants[v].tuning.target_blocks == kMoeGemvDefault.target_blocks &&
+            if (variants[v].tuning.target_blocks == kMoeGemvDefault.target_blocks &&
                 variants[v].tuning.dependent_launch == kMoeGemvDefault.dependent_launch &&
                 variants[v].tuning.item_rows == kMoeGemvDefault.item_rows)
                 default_variant = v;
@@ -155,7 +139,7 @@ int main(int argc, char** argv) {
                                 jobs[e].x = x.as<float>() + static_cast<size_t>(e) * kMoeGemvMaxBatch * sh.k;
                                 jobs[e].y = y.as<float>() + static_cast<size_t>(e) * kMoeGemvMaxBatch * sh.n;
                             }
-                            moe_gemv_tuned(jobs, experts, sh.n, sh.k, batch, code(variants[v].shift), variants[v].tuning,
+                            moe_gemv_tuned(jobs, experts, sh.n, sh.k, batch, cb, variants[v].tuning,
                                            st.handle());
                         });
                         const double bytes = experts * (static_cast<double>(expert_bytes) +
@@ -202,12 +186,10 @@ int main(int argc, char** argv) {
             const char* name;
             MoeGemvTuning tuning;
             bool fused;
-            int shift;
         };
-        const Run runs[] = {{"generic r8 (default)", kMoeGemvDefault, true, 0},
-                            {"generic r4 (before)", {528, true, 4}, true, 0},
-                            {"generic r8, w1 w3 separate", kMoeGemvDefault, false, 0},
-                            {"sym2", {528, true}, true, 2}};
+        const Run runs[] = {{"r8 (default)", kMoeGemvDefault, true},
+                            {"r4 (before)", {528, true, 4}, true},
+                            {"r8, w1 w3 separate", kMoeGemvDefault, false}};
         constexpr int kRuns = sizeof(runs) / sizeof(runs[0]);
         double layer_rate[kRuns][2] = {};  // [run][1 token, 4 tokens]
         for (const int tokens : {1, kMoeGemvMaxBatch}) {
@@ -244,7 +226,6 @@ int main(int argc, char** argv) {
             for (int ri = 0; ri < kRuns; ++ri) {
                 const Run& run = runs[ri];
                 const bool fused = run.fused;
-                const MoeGemvCodebook cb = code(run.shift);
                 const Result r = measure(kSteps, s, [&](int i, const Stream& st) {
                     const int step = i % kSteps;
                     const int32_t* step_ids = dids.as<int32_t>() + static_cast<size_t>(step) * tokens * kTopK;
