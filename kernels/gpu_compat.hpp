@@ -42,6 +42,11 @@
 #define hipGetErrorName cudaGetErrorName
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
+#define hipHostFree cudaFreeHost
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
+#define hipHostMalloc cudaHostAlloc
+#define hipHostMallocMapped cudaHostAllocMapped
+#define hipHostMallocPortable cudaHostAllocPortable
 #define hipMalloc cudaMalloc
 #define hipMemGetInfo cudaMemGetInfo
 #define hipMemcpyAsync cudaMemcpyAsync

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    moe_gemm_kernel(const uint8_t* __restrict__ stack, size_t expert_bytes, int n, int k,
+    moe_gemm_kernel(const uint8_t* const* __restrict__ table, size_t offset, int n, int k,
                     const int32_t* __restrict__ scratch, int jobs, int experts, const float* __restrict__ x,
                     int x_group, float* __restrict__ y, const uint16_t* __restrict__ codebook) {
     __shared__ __attribute__((aligned(16))) uint16_t As[kBM * kLd];
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     const int blocks_per_row = k / 256;
     // This thread's weight row and its 8 step pairs of the quarter block a k-step covers.
     const int wrow = tid / 2, half = tid % 2;
-    const uint32_t* row_words = reinterpret_cast<const uint32_t*>(stack + static_cast<size_t>(expert) * expert_bytes) +
+    const uint32_t* row_words = reinterpret_cast<const uint32_t*>(table[expert] + offset) +
                                 static_cast<size_t>(bn + wrow) * blocks_per_row * dev::tq::kBlockWords;
 
     float4 xr[kXLoads];
@@ -220,16 +220,17 @@ void moe_group(const int32_t* ids, int jobs, int experts, void* scratch, void* s
     AFF_GPU_CHECK(hipGetLastError());
 }
 
-void moe_gemm(const uint8_t* stack, std::size_t expert_bytes, int n, int k, const void* scratch, int jobs, int experts,
-              const float* x, int x_group, float* y, const uint16_t* codebook, void* stream) {
+void moe_gemm(const uint8_t* const* table, std::size_t offset, int n, int k, const void* scratch, int jobs,
+              int experts, const float* x, int x_group, float* y, const uint16_t* codebook, void* stream) {
     if (!moe_gemm_takes(n, k, experts)) throw_argument("moe_gemm", "needs k % 256 == 0, n % 128 == 0, 1..1024 experts");
     if (jobs < 1 || x_group < 1) throw_argument("moe_gemm", "jobs and x_group must be positive");
-    if (expert_bytes % 4 != 0) throw_argument("moe_gemm", "expert_bytes must be a multiple of 4");
+    if (!table) throw_argument("moe_gemm", "null expert table");
+    if (offset % 4 != 0) throw_argument("moe_gemm", "the matrix offset must be a multiple of 4");
     const int tiles = max_tiles(jobs, experts);
     if (tiles > 65535) throw_argument("moe_gemm", "too many jobs for one launch");
     const dim3 grid(static_cast<unsigned>(n / kBN), static_cast<unsigned>(tiles));
     moe_gemm_kernel<<<grid, dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(
-        stack, expert_bytes, n, k, static_cast<const int32_t*>(scratch), jobs, experts, x, x_group, y, codebook);
+        table, offset, n, k, static_cast<const int32_t*>(scratch), jobs, experts, x, x_group, y, codebook);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

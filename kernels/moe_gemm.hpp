@@ -26,12 +26,14 @@ void moe_group(const int32_t* ids, int jobs, int experts, void* scratch, void* s
 
 // For every job j: y[j][r] = Σ_c bf16(Ŵ_e[r][c]) · bf16(x[j / x_group][c]), r < n, c < k, where
 // e = ids[j] and Ŵ_e is expert e's TQ2875 matrix (decoded exactly as aff::quant::decode_block,
-// then rounded to bf16), stored at stack + e · expert_bytes (n rows of k/256 92-byte blocks,
-// 4-byte aligned). x rows are k floats apart (16-byte aligned), y rows n floats apart.
-// codebook: device copy of the 4096 × 2 fp16 values. Needs k % 256 == 0, n % 128 == 0,
-// 1 <= experts <= 1024; scratch from moe_group for the same jobs and experts.
-void moe_gemm(const uint8_t* stack, std::size_t expert_bytes, int n, int k, const void* scratch, int jobs, int experts,
-              const float* x, int x_group, float* y, const uint16_t* codebook, void* stream);
+// then rounded to bf16), stored at experts[e] + offset (the expert table, `experts` addresses
+// in device memory, each of device memory or mapped pinned host memory, as moe_gemv_routed
+// takes it; n rows of k/256 92-byte blocks, 4-byte aligned). x rows are k floats apart
+// (16-byte aligned), y rows n floats apart. codebook: device copy of the 4096 × 2 fp16 values.
+// Needs k % 256 == 0, n % 128 == 0, 1 <= experts <= 1024; scratch from moe_group for the same
+// jobs and experts.
+void moe_gemm(const uint8_t* const* experts, std::size_t offset, int n, int k, const void* scratch, int jobs,
+              int experts_count, const float* x, int x_group, float* y, const uint16_t* codebook, void* stream);
 bool moe_gemm_takes(int n, int k, int experts);
 
 // Against the twin, which rounds weights and x to bf16 the same way and sums in double: only

@@ -46,7 +46,6 @@ struct Params {
     int batch = 1;
     MoeGemvRouted routed;
     int n = 0, k = 0;
-    unsigned long long expert_bytes = 0;
     int total_warps = 0;
 };
 
@@ -225,6 +224,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
     extern __shared__ uint4 smem[];
     uint32_t* cb = reinterpret_cast<uint32_t*>(smem);
     __shared__ int ids[kMoeGemvMaxPairs];
+    __shared__ const uint8_t* table[kMoeGemvMaxExperts];  // the expert table (routed)
+    __shared__ const uint8_t* extent[kMoeGemvMaxPairs];    // pair j's expert's extent
     __shared__ int lead_tokens[kMoeGemvMaxPairs];    // 0: another pair decodes this expert
     __shared__ uint32_t lead_pairs[kMoeGemvMaxPairs];  // the pairs it serves, 8 bits each
     dev::launch_dependents();
@@ -245,9 +246,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
     auto row_ptr = [&](int it, int r) {
         const int job = it / items_per_job;
         const size_t row = static_cast<size_t>(it % items_per_job) * rows_per_mat + r % rows_per_mat;
-        const uint8_t* base = routed ? p.routed.stack[r / rows_per_mat] +
-                                           static_cast<size_t>(ids[job]) * p.expert_bytes
-                                     : p.job[job].w;
+        const uint8_t* base = routed ? extent[job] + p.routed.offset[r / rows_per_mat] : p.job[job].w;
         return reinterpret_cast<const uint4*>(base + row * row_bytes);
     };
     uint4 buf[kR][kChunksPerLane];
@@ -272,6 +271,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
     if (!routed && item < items) load_item(item);  // explicit weights may load before the wait
     load_codebook(codebook, cb);
     if (routed) {
+        // No kernel writes the table (the host does, between launches): read before the wait.
+        for (int e = tid; e < p.routed.experts_count; e += kThreads) table[e] = p.routed.experts[e];
         dev::wait_prerequisites();  // the ids come from the previous kernel
         if (tid < pairs) ids[tid] = p.routed.ids[tid];
     }
@@ -286,6 +287,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
             if (ids[j] == ids[tid] && m < kMoeGemvMaxBatch) list |= static_cast<uint32_t>(j) << (8 * m++);
         lead_tokens[tid] = lead ? m : 0;
         lead_pairs[tid] = list;
+        extent[tid] = table[ids[tid]];
     }
     dev::sync_block();
     dev::wait_prerequisites();  // x may come from the previous kernel; y may still be read by it
@@ -447,7 +449,6 @@ void launch(Params& p, int rows, int max_tokens, const uint16_t* codebook, const
     const int blocks = std::max(1, std::min(target, (items + kWarpsPerBlock - 1) / kWarpsPerBlock));
     const dim3 grid(static_cast<unsigned>(blocks));
     p.total_warps = blocks * kWarpsPerBlock;
-    p.expert_bytes = static_cast<unsigned long long>(p.n) * (p.k / 256) * kBlockBytes;
     const auto s = static_cast<hipStream_t>(stream);
     auto pick = [&](auto m) {
         constexpr int M = decltype(m)::value;
@@ -489,8 +490,12 @@ void moe_gemv_routed(const MoeGemvRouted& r, int n, int k, const uint16_t* codeb
     if (r.top_k < 1 || r.tokens * r.top_k > kMoeGemvMaxPairs)
         throw_argument("moe_gemv_routed", "tokens * top_k must be 1..64");
     if (r.matrices != 1 && r.matrices != 2) throw_argument("moe_gemv_routed", "matrices must be 1 or 2");
-    if (!r.ids || !r.x || !r.stack[0] || !r.y[0] || (r.matrices == 2 && (!r.stack[1] || !r.y[1])))
+    if (!r.ids || !r.x || !r.experts || !r.y[0] || (r.matrices == 2 && !r.y[1]))
         throw_argument("moe_gemv_routed", "null pointer");
+    if (r.experts_count < 1 || r.experts_count > kMoeGemvMaxExperts)
+        throw_argument("moe_gemv_routed", "experts_count must be 1..256");
+    if (r.offset[0] % 16 != 0 || r.offset[1] % 16 != 0)
+        throw_argument("moe_gemv_routed", "matrix offsets in an extent must be multiples of 16");
     if (r.rotated && (r.matrices != 1 || !r.x_rotated))
         throw_argument("moe_gemv_routed", "rotated experts need matrices == 1 and x_rotated");
     Params p;

@@ -124,6 +124,44 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     return *this;
 }
 
+PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    const hipError_t status = hipHostMalloc(&host_, bytes, hipHostMallocMapped | hipHostMallocPortable);
+    if (status != hipSuccess) {
+        (void)hipGetLastError();
+        host_ = nullptr;
+        throw Error(ErrorKind::device, "cannot allocate " + std::to_string(bytes) +
+                                           " bytes of mapped pinned host memory: " + hipGetErrorString(status));
+    }
+    const hipError_t mapped = hipHostGetDevicePointer(&device_, host_, 0);
+    if (mapped != hipSuccess) {
+        (void)hipGetLastError();
+        (void)hipHostFree(host_);
+        host_ = nullptr;
+        throw Error(ErrorKind::device, std::string("pinned host memory has no device address: ") +
+                                           hipGetErrorString(mapped));
+    }
+}
+
+PinnedBuffer::~PinnedBuffer() {
+    if (host_) (void)hipHostFree(host_);
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : host_(std::exchange(other.host_, nullptr)),
+      device_(std::exchange(other.device_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+    if (this != &other) {
+        if (host_) (void)hipHostFree(host_);
+        host_ = std::exchange(other.host_, nullptr);
+        device_ = std::exchange(other.device_, nullptr);
+        bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+}
+
 Stream::Stream() {
     hipStream_t s = nullptr;
     AFF_GPU_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));

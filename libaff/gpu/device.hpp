@@ -67,6 +67,29 @@ private:
     std::size_t bytes_ = 0;
 };
 
+// Page-locked host memory mapped into every device's address space (portable): the host
+// reads and writes it at data(), kernels read it over the bus at device_data() (what the
+// expert table may point at: GpuModel::move_expert). Moved, never copied.
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(std::size_t bytes);
+    ~PinnedBuffer();
+    PinnedBuffer(PinnedBuffer&& other) noexcept;
+    PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+    void* data() const { return host_; }
+    void* device_data() const { return device_; }
+    std::size_t size() const { return bytes_; }
+
+private:
+    void* host_ = nullptr;
+    void* device_ = nullptr;
+    std::size_t bytes_ = 0;
+};
+
 class Stream {
 public:
     Stream();  // a non-blocking stream on the current device

@@ -148,6 +148,13 @@ struct GpuMemoryPlan {
     std::size_t total() const { return dense_bytes + expert_bytes + scratch_bytes + state_bytes; }
 };
 
+// Where one routed expert's extent is now (GpuModel::expert_extent).
+struct GpuExpertExtent {
+    const void* address = nullptr;  // the address the kernels read (device memory, or mapped pinned host memory)
+    std::size_t bytes = 0;          // the extent's size: what a move copies
+    int device = 0;                 // the GPU whose kernels read it (its layer's)
+};
+
 // One decode step timed op class by op class (GpuModel::profile_decode): the launches are
 // issued one by one with an event at each class boundary, so the total exceeds a replayed
 // graph's step by the launch gaps; what it shows is where the time goes.
@@ -203,6 +210,21 @@ public:
     // the CPU), part by part, in ascending order, neighbours less than an alignment apart merged.
     std::vector<StateRange> snapshot_ranges(std::int64_t position) const;
 
+    // Codebook-stored routed experts: each is one extent laid out as the container lays one
+    // out (formats/container.md §7.5: w1, w2, w3, each at a 64-byte multiple from its start),
+    // and the kernels find it through the expert table [layer][expert] → address, which they
+    // read when they run, so a replayed decode graph reads whatever the table says then.
+    // expert_extent says where an extent is; move_expert points its entry at `address`, which
+    // must hold a copy of the extent's bytes, 16-byte aligned, in memory the layer's GPU
+    // reads: its device memory, or mapped pinned host memory (PinnedBuffer::device_data). It
+    // returns once the work queued before it is done, so the old place may then be freed or
+    // reused. Both throw usage for dense experts (experts_codebook false in describe()) or
+    // an index out of range.
+    GpuExpertExtent expert_extent(int layer, int expert) const;
+    void move_expert(int layer, int expert, const void* address);
+    // Decode graphs captured so far, over every part (a move must not cause one: tests).
+    std::size_t graphs_captured() const;
+
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
     // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.
     GpuStepProfile profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
@@ -225,6 +247,9 @@ private:
                     const std::uint8_t* from_host, const char* what) const;
 
     struct Impl;
+    // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
+    Impl& expert_owner(int layer, int expert, const char* what) const;
+
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed
 };

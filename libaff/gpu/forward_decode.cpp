@@ -185,6 +185,7 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
                 if (m.graphs.size() >= kMaxGraphs) m.graphs.erase(m.graphs.begin());
                 Graph g;
                 g.capture(m.stream, record);
+                ++m.captures;
                 m.graphs.push_back({key, std::move(g), pending});
                 it = m.graphs.end() - 1;
             }

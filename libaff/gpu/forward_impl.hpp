@@ -98,10 +98,26 @@ struct LayerRefs {
     bool hash = false, has_shared = false;
     Linear shared_w1, shared_w2, shared_w3;
     DenseRef experts_w1, experts_w2, experts_w3;  // stacks [E][rows][cols]
-    std::size_t codebook_w1 = 0, codebook_w2 = 0, codebook_w3 = 0;  // codebook-stored stacks [E][bytes]
+    std::size_t extents = 0;     // codebook-stored: the layer's E expert extents, extent_stride apart
+    std::size_t expert_row = 0;  // codebook-stored: the layer's row of the expert table (E addresses)
     bool rotated_w13 = false, rotated_w2 = false;  // some expert of the stacks is TQ2875R
     std::size_t rotated_flags = 0;                 // when so: uint8 [3][E], 1 = TQ2875R (ExpertMatrix order)
 };
+
+// Where the matrices of a codebook-stored expert lie in its extent: as the container lays an
+// extent out (formats/container.md §7.5: w1, w2, w3 in that order, each at the next multiple
+// of 64 from the extent's start), so an extent's bytes are the container's.
+struct ExtentLayout {
+    std::size_t w1 = 0, w2 = 0, w3 = 0, bytes = 0;
+};
+inline ExtentLayout extent_layout(std::size_t w13_bytes, std::size_t w2_bytes) {
+    auto up64 = [](std::size_t v) { return (v + 63) / 64 * 64; };
+    ExtentLayout x;
+    x.w2 = up64(x.w1 + w13_bytes);
+    x.w3 = up64(x.w2 + w2_bytes);
+    x.bytes = x.w3 + w13_bytes;
+    return x;
+}
 
 // Host-side copies waiting for the arena: bytes are produced when the arena is filled.
 struct Upload {
@@ -116,6 +132,7 @@ using fwd::AttentionRefs;
 using fwd::CompressorRefs;
 using fwd::CompressorStateRefs;
 using fwd::DenseRef;
+using fwd::ExtentLayout;
 using fwd::LayerRefs;
 using fwd::LayerStateRefs;
 using fwd::Linear;
@@ -268,6 +285,15 @@ struct GpuModel::Impl {
     int rotated_matrices = 0;
     std::string experts_why_dense;
     std::size_t codebook_dev = 0, w13_bytes = 0, w2_bytes = 0;
+    // Each codebook-stored expert is one extent (extent: where its matrices lie in it), the
+    // layer's E extents extent_stride apart in the arena at first; the expert table
+    // (expert_table in the arena, [layer][E] addresses, every layer of the model, nullptr for
+    // other parts' layers) says where each is now, and the kernels read it when they run.
+    // table_host mirrors it (move_expert writes both).
+    ExtentLayout extent;
+    std::size_t extent_stride = 0, expert_table = 0;
+    std::vector<const std::uint8_t*> table_host;
+    std::size_t captures = 0;  // decode graphs captured (GpuModel::graphs_captured)
     std::vector<Matrix> materialised;  // [layer][expert][3], when the source is not dense
 
     const Matrix& expert_matrix(int layer, int e, ExpertMatrix which) const;
@@ -278,7 +304,10 @@ struct GpuModel::Impl {
     // k <= 4096, n even): TQ2875, or TQ2875R whose input the hadamard kernel rotates first.
     bool codebook_experts_fit();
 
-    std::size_t put_codebook_stack(int layer, ExpertMatrix which, std::size_t bytes);
+    // Layer l's E extents (put_codebook_experts), and the expert table pointing at them
+    // (put_expert_table: its entries are the arena's addresses, written when the arena exists).
+    std::size_t put_codebook_experts(int layer);
+    void put_expert_table();
 
     // Layer l's TQ2875R flags ([3][E] bytes, ExpertMatrix order) when any of its experts is
     // rotated; which stacks need a rotated input.

@@ -1,5 +1,6 @@
 // The MoE block on the GPU (model doc §3.9, Model::moe): shared expert, router, routed experts
-// (codebook-stored through moe_gemv_routed or moe_gemm, or dense stacks), combine.
+// (codebook-stored through moe_gemv_routed or moe_gemm, each expert found through the expert
+// table when they run, or dense stacks), combine.
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/hadamard.hpp"
 #include "kernels/moe_gemm.hpp"
@@ -21,6 +22,7 @@ void GpuModel::Impl::routed_codebook(const LayerRefs& r, int n) {
     const int E = c.n_routed_experts, total = n * k;
     // Flags [matrix][expert], matrix as ExpertMatrix numbers it (w1, w2, w3).
     auto flags = [&](ExpertMatrix which) { return base + r.rotated_flags + std::size_t(static_cast<int>(which)) * E; };
+    const std::uint8_t* const* table = at<const std::uint8_t*>(r.expert_row);
     if (r.rotated_w13) hadamard_rotate(a, D, a_rot, D, D, n, s);
     for (int t0 = 0; t0 < n; t0 += kMoeGemvMaxBatch) {
         const std::size_t p0 = std::size_t(t0) * k;
@@ -31,10 +33,12 @@ void GpuModel::Impl::routed_codebook(const LayerRefs& r, int n) {
         up.x = a + std::size_t(t0) * D;
         up.x_token_stride = D;
         up.x_slot_stride = 0;
+        up.experts = table;
+        up.experts_count = E;
         if (!r.rotated_w13) {
             up.matrices = 2;
-            up.stack[0] = base + r.codebook_w1;
-            up.stack[1] = base + r.codebook_w3;
+            up.offset[0] = extent.w1;
+            up.offset[1] = extent.w3;
             up.y[0] = g1 + p0 * I;
             up.y[1] = g3 + p0 * I;
             moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, s);
@@ -43,7 +47,7 @@ void GpuModel::Impl::routed_codebook(const LayerRefs& r, int n) {
         up.x_rotated = a_rot + std::size_t(t0) * D;
         for (const ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w3}) {
             const bool w1 = which == ExpertMatrix::w1;
-            up.stack[0] = base + (w1 ? r.codebook_w1 : r.codebook_w3);
+            up.offset[0] = w1 ? extent.w1 : extent.w3;
             up.y[0] = (w1 ? g1 : g3) + p0 * I;
             up.rotated = flags(which);
             moe_gemv_routed(up, I, D, cb, kMoeGemvDefault, s);
@@ -57,7 +61,9 @@ void GpuModel::Impl::routed_codebook(const LayerRefs& r, int n) {
         down.ids = route_ids + p0;
         down.tokens = std::min(kMoeGemvMaxBatch, n - t0);
         down.top_k = k;
-        down.stack[0] = base + r.codebook_w2;
+        down.experts = table;
+        down.experts_count = E;
+        down.offset[0] = extent.w2;
         down.y[0] = routed + p0 * D;
         down.x = g1 + p0 * I;
         down.x_token_stride = std::int64_t(k) * I;
@@ -74,13 +80,13 @@ void GpuModel::Impl::routed_codebook_gemm(const LayerRefs& r, int n) {
     void* s = stream.handle();
     const int D = c.hidden_size, I = c.moe_intermediate_size, k = c.experts_per_token, E = c.n_routed_experts;
     const int total = n * k;
-    const std::uint8_t* base = arena.as<std::uint8_t>();
+    const std::uint8_t* const* table = at<const std::uint8_t*>(r.expert_row);
     const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
     moe_group(route_ids, total, E, moe_groups, s);
-    moe_gemm(base + r.codebook_w1, w13_bytes, I, D, moe_groups, total, E, a, k, g1, cb, s);
-    moe_gemm(base + r.codebook_w3, w13_bytes, I, D, moe_groups, total, E, a, k, g3, cb, s);
+    moe_gemm(table, extent.w1, I, D, moe_groups, total, E, a, k, g1, cb, s);
+    moe_gemm(table, extent.w3, I, D, moe_groups, total, E, a, k, g3, cb, s);
     swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
-    moe_gemm(base + r.codebook_w2, w2_bytes, D, I, moe_groups, total, E, g1, 1, routed, cb, s);
+    moe_gemm(table, extent.w2, D, I, moe_groups, total, E, g1, 1, routed, cb, s);
 }
 
 void GpuModel::Impl::moe(const LayerRefs& r, int n) {

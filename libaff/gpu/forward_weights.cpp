@@ -7,10 +7,12 @@
 #include "libaff/gpu/forward_impl.hpp"
 #include "libaff/quant/matrix.hpp"
 #include "kernels/hadamard.hpp"
+#include "kernels/moe_gemv.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 namespace aff::gpu {
 
@@ -136,6 +138,10 @@ bool GpuModel::Impl::codebook_experts_fit() {
         experts_why_dense = "moe_gemv needs k % 1024 == 0, k <= 4096";
         return false;
     }
+    if (c.n_routed_experts > kMoeGemvMaxExperts) {
+        experts_why_dense = "moe_gemv's expert table takes at most " + std::to_string(kMoeGemvMaxExperts) + " experts";
+        return false;
+    }
     auto rotatable = [](int n) { return n >= 2 && n <= kHadamardMaxN && (n & (n - 1)) == 0; };
     expert_rotated.assign(std::size_t(c.num_layers) * c.n_routed_experts * 3, 0);
     rotated_matrices = 0;
@@ -157,15 +163,35 @@ bool GpuModel::Impl::codebook_experts_fit() {
     return true;
 }
 
-std::size_t GpuModel::Impl::put_codebook_stack(int layer, ExpertMatrix which, std::size_t bytes) {
+std::size_t GpuModel::Impl::put_codebook_experts(int layer) {
     const int E = c.n_routed_experts;
-    const std::size_t at = reserve(bytes * E, plan.expert_bytes);
-    uploads.push_back({at, bytes * E, [this, layer, which, bytes, E](std::uint8_t* dst) {
-                           for (int e = 0; e < E; ++e)
-                               std::memcpy(dst + std::size_t(e) * bytes,
-                                           codebook_src->codebook_matrix(layer, e, which).bytes, bytes);
+    const std::size_t at = reserve(extent_stride * E, plan.expert_bytes);
+    uploads.push_back({at, extent_stride * E, [this, layer, E](std::uint8_t* dst) {
+                           std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents
+                           for (int e = 0; e < E; ++e) {
+                               std::uint8_t* x = dst + std::size_t(e) * extent_stride;
+                               for (const auto [which, offset, bytes] :
+                                    {std::tuple{ExpertMatrix::w1, extent.w1, w13_bytes},
+                                     std::tuple{ExpertMatrix::w2, extent.w2, w2_bytes},
+                                     std::tuple{ExpertMatrix::w3, extent.w3, w13_bytes}})
+                                   std::memcpy(x + offset, codebook_src->codebook_matrix(layer, e, which).bytes, bytes);
+                           }
                        }});
     return at;
+}
+
+void GpuModel::Impl::put_expert_table() {
+    const int E = c.n_routed_experts;
+    const std::size_t entries = std::size_t(c.num_layers) * E, bytes = entries * sizeof(const std::uint8_t*);
+    expert_table = reserve(bytes, plan.expert_bytes);
+    uploads.push_back({expert_table, bytes, [this, E, entries, bytes](std::uint8_t* dst) {
+                           table_host.assign(entries, nullptr);
+                           for (int l = first_layer; l < end_layer; ++l)
+                               for (int e = 0; e < E; ++e)
+                                   table_host[std::size_t(l) * E + e] =
+                                       arena.as<std::uint8_t>() + layers[l].extents + std::size_t(e) * extent_stride;
+                           std::memcpy(dst, table_host.data(), bytes);
+                       }});
 }
 
 void GpuModel::Impl::put_rotation_flags(int l, LayerRefs& r) {
@@ -271,6 +297,8 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
                            }});
         w13_bytes = quant::matrix_bytes(c.moe_intermediate_size, c.hidden_size);
         w2_bytes = quant::matrix_bytes(c.hidden_size, c.moe_intermediate_size);
+        extent = extent_layout(w13_bytes, w2_bytes);
+        extent_stride = align_up(extent.bytes);
     } else if (!dense_experts) {
         materialise_experts(*w.experts);
     }
@@ -289,6 +317,7 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     inv_freq_main = rope_inv_freq(c.rope_main, c.rope_dim);
     inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
     if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
+    if (experts_codebook) put_expert_table();  // every part holds a whole table
     common_bytes = arena_bytes - embed_bytes - head_bytes;
     layers.assign(c.num_layers, {});
     layer_dense_bytes.assign(c.num_layers, 0);
@@ -325,9 +354,8 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
             r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
         }
         if (experts_codebook) {
-            r.codebook_w1 = put_codebook_stack(l, ExpertMatrix::w1, w13_bytes);
-            r.codebook_w2 = put_codebook_stack(l, ExpertMatrix::w2, w2_bytes);
-            r.codebook_w3 = put_codebook_stack(l, ExpertMatrix::w3, w13_bytes);
+            r.extents = put_codebook_experts(l);
+            r.expert_row = expert_table + std::size_t(l) * c.n_routed_experts * sizeof(const std::uint8_t*);
             put_rotation_flags(l, r);
         } else {
             r.experts_w1 = put_expert_stack(l, ExpertMatrix::w1, expert_type);

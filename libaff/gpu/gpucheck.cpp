@@ -581,10 +581,10 @@ public:
                           want.begin() + (std::size_t(t) * E + e) * n);
         }
         Buffer dstack = to_device(stack), dids = to_device(ids), dx = to_device(x), dy = poisoned(want.size()),
-               scratch(moe_group_bytes(jobs, E));
+               scratch(moe_group_bytes(jobs, E)), table = expert_table(dstack.data(), bytes, E);
         Stream s;
         moe_group(dids.as<std::int32_t>(), jobs, E, scratch.data(), s.handle());
-        moe_gemm(dstack.as<std::uint8_t>(), bytes, n, k, scratch.data(), jobs, E, dx.as<float>(), E, dy.as<float>(),
+        moe_gemm(table.as<const std::uint8_t*>(), 0, n, k, scratch.data(), jobs, E, dx.as<float>(), E, dy.as<float>(),
                  codebook_.as<std::uint16_t>(), s.handle());
         s.synchronize();
         add("moe_gemm", what + " " + std::to_string(T) + " tokens", max_rel(to_host<float>(dy, want.size()), want),

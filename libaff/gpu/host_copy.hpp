@@ -1,4 +1,5 @@
-// Whole-array copies between host and device, and poisoned output buffers, for the code that
+// Whole-array copies between host and device, poisoned output buffers and expert tables for
+// experts laid out one after another, for the code that
 // holds kernels to their CPU twins: aff-gpucheck (gpucheck.cpp), the shared kernel cases
 // (kernel_cases.cpp) and the device tests (tests/gpu/device_test.hpp). Synchronous (through a
 // temporary stream). GPU builds only.
@@ -42,6 +43,14 @@ inline Buffer poisoned(std::size_t n, std::size_t elem = sizeof(float)) {
     s.fill(b.data(), 0xff, n * elem);
     s.synchronize();
     return b;
+}
+
+// An expert table (moe_gemv_routed, moe_gemm) on the device for `count` experts that lie
+// `stride` bytes apart from `first` on: entry e is first + e · stride.
+inline Buffer expert_table(const void* first, std::size_t stride, int count) {
+    std::vector<const std::uint8_t*> t(std::max(count, 0));
+    for (int e = 0; e < count; ++e) t[e] = static_cast<const std::uint8_t*>(first) + std::size_t(e) * stride;
+    return to_device(t);
 }
 
 }  // namespace aff::gpu

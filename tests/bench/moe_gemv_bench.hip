@@ -6,8 +6,8 @@
 // far beyond the L2, so every launch reads HBM; timing as fp8_gemv_bench (captured graph of
 // back-to-back launches, median of 7 replays). Per shape and expert count a read-only kernel
 // streaming the same weight bytes per launch shows what one launch of that size reaches.
-// Then the forward's own pattern for one layer's routed experts (libaff/gpu/forward.cpp,
-// routed_codebook): moe_gemv_routed over w1 and w3 in one launch, the SwiGLU, moe_gemv_routed
+// Then the forward's own pattern for one layer's routed experts (libaff/gpu/forward_moe.cpp,
+// routed_codebook; each expert one extent, found through the expert table): moe_gemv_routed over w1 and w3 in one launch, the SwiGLU, moe_gemv_routed
 // over w2, for 1 and 4 tokens routed by 6 distinct random experts each out of 256 (a V4-Flash
 // layer: 2.3 GB of experts, new ids every step); bytes = the distinct experts' weights +
 // activations in and out of each GEMV, time = the three launches (SwiGLU included).
@@ -166,16 +166,22 @@ int main(int argc, char** argv) {
         constexpr int kExperts = 256, kTopK = 6, kSteps = 64, D = 4096, I = 2048;
         const size_t w13_bytes = static_cast<size_t>(I) * (D / 256) * kBlockBytes;
         const size_t w2_bytes = static_cast<size_t>(D) * (I / 256) * kBlockBytes;
-        Buffer stack1(w13_bytes * kExperts), stack3(w13_bytes * kExperts), stack2(w2_bytes * kExperts);
+        // Each expert one extent, w1, w2, w3 one after another (the forward's layout), found
+        // through the expert table.
+        const size_t extent_bytes = 2 * w13_bytes + w2_bytes;
+        const unsigned long long at_w1 = 0, at_w2 = w13_bytes, at_w3 = w13_bytes + w2_bytes;
+        Buffer extents(extent_bytes * kExperts);
         {
             Stream s;
-            uint32_t seed = 0x777u;
-            for (Buffer* b : {&stack1, &stack3, &stack2})
-                fill_blocks_kernel<<<dim3(static_cast<unsigned>((b->size() + 255) / 256)), dim3(256), 0,
-                                     static_cast<hipStream_t>(s.handle())>>>(b->as<uint8_t>(), b->size(), seed++);
+            fill_blocks_kernel<<<dim3(static_cast<unsigned>((extents.size() + 255) / 256)), dim3(256), 0,
+                                 static_cast<hipStream_t>(s.handle())>>>(extents.as<uint8_t>(), extents.size(), 0x777u);
             AFF_GPU_CHECK(hipGetLastError());
             s.synchronize();
         }
+        std::vector<const uint8_t*> slots(kExperts);
+        for (int e = 0; e < kExperts; ++e) slots[e] = extents.as<uint8_t>() + static_cast<size_t>(e) * extent_bytes;
+        Buffer table(slots.size() * sizeof(slots[0]));
+        upload(table, slots.data(), table.size());
         std::vector<float> av(static_cast<size_t>(kMoeGemvMaxBatch) * D);
         for (float& v : av) v = nd(rng);
         Buffer a(av.size() * 4), g1(static_cast<size_t>(kMoeGemvMaxBatch) * kTopK * I * 4),
@@ -235,18 +241,20 @@ int main(int argc, char** argv) {
                     up.top_k = kTopK;
                     up.x = a.as<float>();
                     up.x_token_stride = D;
+                    up.experts = table.as<const uint8_t*>();
+                    up.experts_count = kExperts;
                     if (fused) {
                         up.matrices = 2;
-                        up.stack[0] = stack1.as<uint8_t>();
-                        up.stack[1] = stack3.as<uint8_t>();
+                        up.offset[0] = at_w1;
+                        up.offset[1] = at_w3;
                         up.y[0] = g1.as<float>();
                         up.y[1] = g3.as<float>();
                         moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
                     } else {
-                        up.stack[0] = stack1.as<uint8_t>();
+                        up.offset[0] = at_w1;
                         up.y[0] = g1.as<float>();
                         moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
-                        up.stack[0] = stack3.as<uint8_t>();
+                        up.offset[0] = at_w3;
                         up.y[0] = g3.as<float>();
                         moe_gemv_routed(up, I, D, cb, run.tuning, st.handle());
                     }
@@ -256,7 +264,9 @@ int main(int argc, char** argv) {
                     down.ids = step_ids;
                     down.tokens = tokens;
                     down.top_k = kTopK;
-                    down.stack[0] = stack2.as<uint8_t>();
+                    down.experts = table.as<const uint8_t*>();
+                    down.experts_count = kExperts;
+                    down.offset[0] = at_w2;
                     down.y[0] = routed.as<float>();
                     down.x = g1.as<float>();
                     down.x_token_stride = static_cast<long long>(kTopK) * I;

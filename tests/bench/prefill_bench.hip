@@ -168,6 +168,15 @@ int main() {
              ckv_hca = bf16_matrix(Dh, D), cg_hca = bf16_matrix(Dh, D);
         const size_t w13_bytes = static_cast<size_t>(I) * (D / 256) * 92, w2_bytes = static_cast<size_t>(D) * (I / 256) * 92;
         Buffer ex1 = filled(w13_bytes * E, 1, 3), ex3 = filled(w13_bytes * E, 1, 3), ex2 = filled(w2_bytes * E, 1, 3);
+        // Expert tables (moe_gemm finds expert e at table[e]): the stacks' experts in order.
+        auto table_of = [&](const Buffer& stack, size_t bytes) {
+            std::vector<const uint8_t*> slots(E);
+            for (int e = 0; e < E; ++e) slots[e] = stack.as<uint8_t>() + size_t(e) * bytes;
+            Buffer t(slots.size() * sizeof(slots[0]));
+            upload(t, slots.data(), t.size());
+            return t;
+        };
+        const Buffer t1 = table_of(ex1, w13_bytes), t3 = table_of(ex3, w13_bytes), t2 = table_of(ex2, w2_bytes);
         std::vector<uint16_t> cb_host(4096 * 2);
         {
             std::mt19937 r(7);
@@ -260,19 +269,19 @@ int main() {
         Cost group_only, w13_only;
         experts.ms = time_ms(s, [&] {
             moe_group(dids.as<int32_t>(), M * K, E, groups.data(), hs);
-            moe_gemm(ex1.as<uint8_t>(), w13_bytes, I, D, groups.data(), M * K, E, a.as<float>(), K, g1.as<float>(),
+            moe_gemm(t1.as<const uint8_t*>(), 0, I, D, groups.data(), M * K, E, a.as<float>(), K, g1.as<float>(),
                      cb.as<uint16_t>(), hs);
-            moe_gemm(ex3.as<uint8_t>(), w13_bytes, I, D, groups.data(), M * K, E, a.as<float>(), K, g3.as<float>(),
+            moe_gemm(t3.as<const uint8_t*>(), 0, I, D, groups.data(), M * K, E, a.as<float>(), K, g3.as<float>(),
                      cb.as<uint16_t>(), hs);
             swiglu(g1.as<float>(), g3.as<float>(), (long long)M * K * I, 10.0f, g1.as<float>(), hs);
-            moe_gemm(ex2.as<uint8_t>(), w2_bytes, D, I, groups.data(), M * K, E, g1.as<float>(), 1, routed.as<float>(),
+            moe_gemm(t2.as<const uint8_t*>(), 0, D, I, groups.data(), M * K, E, g1.as<float>(), 1, routed.as<float>(),
                      cb.as<uint16_t>(), hs);
             moe_combine(routed.as<float>(), route_w.as<float>(), M, K, D, shared.as<float>(), f.as<float>(), hs);
         });
         experts.flops = 2.0 * M * K * 3.0 * I * D;
         group_only.ms = time_ms(s, [&] { moe_group(dids.as<int32_t>(), M * K, E, groups.data(), hs); });
         w13_only.ms = time_ms(s, [&] {
-            moe_gemm(ex1.as<uint8_t>(), w13_bytes, I, D, groups.data(), M * K, E, a.as<float>(), K, g1.as<float>(),
+            moe_gemm(t1.as<const uint8_t*>(), 0, I, D, groups.data(), M * K, E, a.as<float>(), K, g1.as<float>(),
                      cb.as<uint16_t>(), hs);
         });
         w13_only.flops = 2.0 * M * K * I * D;

@@ -12,28 +12,19 @@
 //     load through the source's matvec; tiny-a-fp8's dense FP8 stays FP8).
 #include "device_test.hpp"
 #include "forward_compare.hpp"
-#include "../common/random_v4_checkpoint.hpp"
+#include "wide_container.hpp"
 
 #include "libaff/container/container.hpp"
-#include "libaff/core/atomic_file.hpp"
-#include "libaff/core/hash.hpp"
-#include "libaff/core/progress.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
-#include "libaff/quant/quantize_model.hpp"
 
-
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <tuple>
-#include <unistd.h>
 #include <vector>
 
 using namespace aff::gpu::test;
@@ -44,49 +35,6 @@ namespace {
 constexpr int kDecodeSteps = 10;
 constexpr double kMaxNmse = 1e-9;   // fp32 sums in other orders; the same quantised weights on both sides
 constexpr double kMaxAbs = 1e-3;    // logits are O(1); measured 1.6e-6 .. 4.6e-6 (RESULTS.md)
-
-// The wide geometry: moe_gemv takes D = I = 1024.
-aff::test::V4Geometry wide_geometry() {
-    aff::test::V4Geometry g;
-    g.vocab = 512;
-    g.hidden = 1024;
-    g.heads = 4;
-    g.head_dim = 128;
-    g.rope_dim = 64;
-    g.q_lora_rank = 128;
-    g.o_groups = 2;
-    g.o_lora_rank = 64;
-    g.window = 16;
-    g.index_heads = 4;
-    g.index_head_dim = 128;
-    g.index_topk = 4;
-    g.experts = 4;
-    g.experts_per_token = 2;
-    g.expert_width = 1024;
-    g.hc = 4;
-    g.layer_types = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"};
-    g.hash = {true, false, false};
-    return g;
-}
-
-// The random checkpoint, dense linears FP8; returns how many linears are FP8.
-int write_wide_checkpoint(const std::string& dir) {
-    const aff::test::V4Geometry g = wide_geometry();
-    aff::test::RandomSafetensors w(0x5eed);
-    const int fp8 = aff::test::write_v4_tensors(w, g, true);
-    w.save_checkpoint(dir, aff::test::v4_config(g));
-    return fp8;
-}
-
-void quantize(const std::string& src, const std::string& out, aff::quant::Rotation rotation, aff::ThreadPool& pool) {
-    aff::quant::QuantizeOptions o;
-    o.src_dir = src;
-    o.out_path = out;
-    o.matrix.rotation = rotation;
-    o.tool = "aff_gpu_tests";
-    o.created = "2026-01-01T00:00:00Z";
-    aff::quant::quantize_checkpoint(o, pool, aff::null_progress());
-}
 
 // GPU vs CPU on one container: a prompt as one prefill, then greedy decode steps
 // (forward_compare.hpp). Returns describe().
@@ -114,17 +62,10 @@ std::string compare_container(const std::string& name, const std::string& path, 
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-struct TempDir {
-    fs::path path = fs::temp_directory_path() / ("aff-gpu-container-" + std::to_string(::getpid()));
-    TempDir() { fs::create_directories(path); }
-    ~TempDir() { fs::remove_all(path); }
-    std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 }  // namespace
 
 AFF_DEVICE_TEST("container") {
-    TempDir tmp;
+    TempDir tmp("container");
     aff::ThreadPool pool(0);
     // The wide random checkpoint, as TQ2875 and as TQ2875R.
     try {
@@ -138,7 +79,7 @@ AFF_DEVICE_TEST("container") {
              {std::tuple{aff::quant::Rotation::off, "wide D=I=1024, TQ2875", "TQ2875 codebook-stored"},
               std::tuple{aff::quant::Rotation::on, "wide D=I=1024, TQ2875R", "TQ2875R codebook-stored"}}) {
             const std::string path = tmp / (std::string(rotation == aff::quant::Rotation::on ? "r" : "p") + ".aff");
-            quantize(ck, path, rotation, pool);
+            quantize_checkpoint_to(ck, path, rotation, pool);
             const std::string d = compare_container(label, path, 37, rows);
             add(rows, "container", std::string(label) + ": describe() says " + type, contains(d, type) ? 0.0 : 1.0, 0.0);
             const std::string want_fp8 = "linears: " + std::to_string(fp8_on_gpu) + " fp8";
@@ -153,7 +94,7 @@ AFF_DEVICE_TEST("container") {
     for (const char* name : {"tiny-a", "tiny-a-fp8", "tiny-b", "tiny-c"}) {
         try {
             const std::string path = tmp / (std::string(name) + ".aff");
-            quantize(test_data() + "/models/" + name, path, aff::quant::Rotation::automatic, pool);
+            quantize_checkpoint_to(test_data() + "/models/" + name, path, aff::quant::Rotation::automatic, pool);
             const std::string d = compare_container(name, path, 40, rows);
             if (std::string(name) == "tiny-a-fp8")
                 add(rows, "container", "tiny-a-fp8: describe() has FP8 linears", contains(d, "linears: 0 fp8") ? 1.0 : 0.0,

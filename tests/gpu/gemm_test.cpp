@@ -5,7 +5,8 @@
 // rounding of x). moe_gemm + moe_group (kernels/moe_gemm.hip): jobs of random tokens routed to
 // random experts (one expert taking about half the jobs, so it spans several tiles; one expert
 // taking none), gate/up shape (x row = job / k) and down shape (x row = job), against the twin
-// per job and against the exact TQ2875 product.
+// per job and against the exact TQ2875 product; the experts found through an expert table whose
+// entries are not in memory order, with a non-zero matrix offset.
 #include "device_test.hpp"
 
 #include "libaff/gpu/reference/dense_gemv.hpp"
@@ -165,12 +166,23 @@ AFF_DEVICE_TEST("moe_gemm") {
             aff::cpu::moe_gemm(w, sh.n, sh.k, cb, xj, 1, want.data() + static_cast<size_t>(j) * sh.n);
             aff::cpu::moe_gemv(w, sh.n, sh.k, cb, xj, 1, exact.data() + static_cast<size_t>(j) * sh.n);
         }
-        aff::gpu::Buffer dstack = to_device(stack), dx = to_device(x), dids = to_device(ids);
+        // On the device the experts lie in reverse order behind a 64-byte lead, found through
+        // the table (expert e at slot kExperts-1-e) and the matrix offset 64.
+        constexpr size_t kLead = 64;
+        std::vector<uint8_t> reversed(kLead + stack.size(), 0);
+        for (int e = 0; e < kExperts; ++e)
+            std::copy_n(stack.data() + static_cast<size_t>(e) * expert_bytes, expert_bytes,
+                        reversed.data() + kLead + static_cast<size_t>(kExperts - 1 - e) * expert_bytes);
+        aff::gpu::Buffer dstack = to_device(reversed), dx = to_device(x), dids = to_device(ids);
+        std::vector<const uint8_t*> slots(kExperts);
+        for (int e = 0; e < kExperts; ++e)
+            slots[e] = dstack.as<uint8_t>() + static_cast<size_t>(kExperts - 1 - e) * expert_bytes;
+        aff::gpu::Buffer table = to_device(slots);
         aff::gpu::Buffer dscratch(aff::gpu::moe_group_bytes(jobs, kExperts));
         aff::gpu::Buffer dy = poisoned(want.size());
         aff::gpu::Stream s;
         aff::gpu::moe_group(dids.as<int32_t>(), jobs, kExperts, dscratch.data(), s.handle());
-        aff::gpu::moe_gemm(dstack.as<uint8_t>(), expert_bytes, sh.n, sh.k, dscratch.data(), jobs, kExperts,
+        aff::gpu::moe_gemm(table.as<const uint8_t*>(), kLead, sh.n, sh.k, dscratch.data(), jobs, kExperts,
                            dx.as<float>(), sh.x_group, dy.as<float>(), dcb.as<uint16_t>(), s.handle());
         s.synchronize();
         const std::vector<float> got = to_host<float>(dy, want.size());

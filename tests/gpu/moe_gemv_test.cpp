@@ -54,13 +54,16 @@ std::string tuning_name(const aff::gpu::MoeGemvTuning& t) {
 // The routed tests' set-up: two random stacks of `experts` n × k experts (w1/w3 or one matrix),
 // `tokens` tokens choosing kTopK distinct experts each, so tokens share some (with tokens == 3
 // every token picks the same six: each expert serves all three), and per-expert TQ2875R flags
-// (about half the experts); host copies and device copies.
+// (about half the experts); host copies and device copies. On the device each expert is one
+// extent (its two matrices one after the other), the extents in reverse expert order, found
+// through the expert table.
 constexpr int kTopK = 6;
 struct RoutedCase {
     int pairs = 0;
     size_t expert_bytes = 0;
     std::vector<uint8_t> stacks[2];
-    aff::gpu::Buffer dstacks[2];
+    aff::gpu::Buffer dextents, dtable;
+    unsigned long long offset[2] = {0, 0};
     std::vector<int32_t> ids;
     aff::gpu::Buffer dids;
     std::vector<uint8_t> flags;
@@ -71,10 +74,18 @@ RoutedCase make_routed_case(int n, int k, int experts, int tokens) {
     RoutedCase c;
     c.pairs = tokens * kTopK;
     c.expert_bytes = static_cast<size_t>(n) * (k / aff::quant::kBlockWeights) * aff::quant::kBlockBytes;
-    for (int m = 0; m < 2; ++m) {
-        c.stacks[m] = random_blocks(n * experts, k);
-        c.dstacks[m] = to_device(c.stacks[m]);
-    }
+    for (int m = 0; m < 2; ++m) c.stacks[m] = random_blocks(n * experts, k);
+    const size_t extent_bytes = 2 * c.expert_bytes;
+    std::vector<uint8_t> extents(extent_bytes * experts);
+    for (int e = 0; e < experts; ++e)
+        for (int m = 0; m < 2; ++m)
+            std::copy_n(c.stacks[m].data() + e * c.expert_bytes, c.expert_bytes,
+                        extents.data() + (experts - 1 - e) * extent_bytes + m * c.expert_bytes);
+    c.dextents = to_device(extents);
+    std::vector<const uint8_t*> table(experts);
+    for (int e = 0; e < experts; ++e) table[e] = c.dextents.as<uint8_t>() + (experts - 1 - e) * extent_bytes;
+    c.dtable = to_device(table);
+    c.offset[1] = c.expert_bytes;
     c.ids.resize(c.pairs);
     std::vector<int> order(experts);
     for (int t = 0; t < tokens; ++t) {
@@ -169,6 +180,8 @@ AFF_DEVICE_TEST("moe_gemv routed") {
                     r.tokens = tokens;
                     r.top_k = kTopK;
                     r.matrices = rotated ? 1 : matrices;
+                    r.experts = rc.dtable.as<const uint8_t*>();
+                    r.experts_count = kExperts;
                     r.x = dx.as<float>();
                     if (rotated) {
                         r.rotated = rc.dflags.as<uint8_t>();
@@ -185,7 +198,7 @@ AFF_DEVICE_TEST("moe_gemv routed") {
                                                want[m].data() + static_cast<size_t>(j) * sh.n);
                         }
                         dy[m] = poisoned(want[m].size());
-                        r.stack[m] = rc.dstacks[m].as<uint8_t>();
+                        r.offset[m] = rc.offset[m];
                         r.y[m] = dy[m].as<float>();
                     }
                     for (const aff::gpu::MoeGemvTuning t :

@@ -1,0 +1,64 @@
+// The device tests' codebook-stored model (wide_container.hpp).
+#include "wide_container.hpp"
+
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+
+#include <unistd.h>
+
+namespace aff::gpu::test {
+
+// moe_gemv takes D = I = 1024.
+aff::test::V4Geometry wide_geometry() {
+    aff::test::V4Geometry g;
+    g.vocab = 512;
+    g.hidden = 1024;
+    g.heads = 4;
+    g.head_dim = 128;
+    g.rope_dim = 64;
+    g.q_lora_rank = 128;
+    g.o_groups = 2;
+    g.o_lora_rank = 64;
+    g.window = 16;
+    g.index_heads = 4;
+    g.index_head_dim = 128;
+    g.index_topk = 4;
+    g.experts = 4;
+    g.experts_per_token = 2;
+    g.expert_width = 1024;
+    g.hc = 4;
+    g.layer_types = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"};
+    g.hash = {true, false, false};
+    return g;
+}
+
+int write_wide_checkpoint(const std::string& dir) {
+    const aff::test::V4Geometry g = wide_geometry();
+    aff::test::RandomSafetensors w(0x5eed);
+    const int fp8 = aff::test::write_v4_tensors(w, g, true);
+    w.save_checkpoint(dir, aff::test::v4_config(g));
+    return fp8;
+}
+
+void quantize_checkpoint_to(const std::string& src, const std::string& out, aff::quant::Rotation rotation,
+                            aff::ThreadPool& pool) {
+    aff::quant::QuantizeOptions o;
+    o.src_dir = src;
+    o.out_path = out;
+    o.matrix.rotation = rotation;
+    o.tool = "aff_gpu_tests";
+    o.created = "2026-01-01T00:00:00Z";
+    aff::quant::quantize_checkpoint(o, pool, aff::null_progress());
+}
+
+TempDir::TempDir(const std::string& tag)
+    : path(std::filesystem::temp_directory_path() / ("aff-gpu-" + tag + "-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+}
+
+}  // namespace aff::gpu::test
