@@ -15,6 +15,7 @@
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
+#include "kernels/launch.hpp"
 
 #include <type_traits>
 
@@ -22,18 +23,8 @@ namespace aff::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-__host__ __device__ constexpr int pow2_at_least(int v) {
-    int p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
-
-__host__ __device__ constexpr int log2_of(int v) {
-    int l = 0;
-    while ((1 << l) < v) ++l;
-    return l;
-}
+using dev::log2_of;
+using dev::pow2_at_least;
 
 // acc[b·kRows + r] += Σ_j w_r[j] · x_b[j] over one chunk of 8 columns.
 template <int B, int kRows, int V>
@@ -146,23 +137,7 @@ void launch(const uint16_t* w, int n, int k, const float* x, int ldx, int batch,
     const dim3 grid((n + rows_per_block - 1) / rows_per_block);
     const int tpr_log2 = log2_of(tpr);
     auto go = [&](auto kernel) {
-#if defined(AFF_GPU_IS_CUDA)
-        if (dependent) {
-            cudaLaunchConfig_t config{};
-            config.gridDim = grid;
-            config.blockDim = dim3(kThreads);
-            config.stream = stream;
-            cudaLaunchAttribute attribute{};
-            attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attribute.val.programmaticStreamSerializationAllowed = 1;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, w, n, k, x, ldx, y, ldy, tpr_log2));
-            return;
-        }
-#endif
-        kernel<<<grid, dim3(kThreads), 0, stream>>>(w, n, k, x, ldx, y, ldy, tpr_log2);
-        AFF_GPU_CHECK(hipGetLastError());
+        launch_gpu_kernel(kernel, grid, dim3(kThreads), 0, stream, dependent, w, n, k, x, ldx, y, ldy, tpr_log2);
     };
     switch (batch) {
         case 1: go(bf16_gemv_kernel<1, kRows, kUnroll>); break;

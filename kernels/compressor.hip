@@ -22,14 +22,6 @@ struct Steps {
     int count = 0;
 };
 
-// Step i of the list by value; the unrolled constant indices keep the list in parameter space.
-__device__ inline CompressorArgs pick(const Steps& s, int i) {
-    CompressorArgs a = s.step[0];
-#pragma unroll
-    for (int k = 1; k < kCompressorMaxBatch; ++k)
-        if (i == k) a = s.step[k];
-    return a;
-}
 
 // Slot i of window `win`, channel c of the full-width row: kv value and gate logit (ape added).
 __device__ inline void window_slot(const CompressorArgs& a, long long win, int i, int c, int width, float& kv,
@@ -62,7 +54,7 @@ __device__ inline void previous_slot(const CompressorArgs& a, long long win, int
 __global__ void __launch_bounds__(kThreads) compressor_emit_kernel(Steps steps) {
     __shared__ float entry[kMaxDim];
     __shared__ float red[kThreads / kWarp];
-    CompressorArgs a = pick(steps, static_cast<int>(dev::block_y()));
+    CompressorArgs a = dev::pick(steps.step, static_cast<int>(dev::block_y()));
     if (a.start_at) a.start = *a.start_at;
     const long long win = a.start / a.ratio + dev::block_x();
     if (win >= (a.start + a.n) / a.ratio) return;  // start_at: more blocks than windows
@@ -126,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) compressor_emit_kernel(Steps steps) 
 }
 
 __global__ void __launch_bounds__(kThreads) compressor_advance_kernel(Steps steps) {
-    CompressorArgs a = pick(steps, static_cast<int>(dev::block_y()));
+    CompressorArgs a = dev::pick(steps.step, static_cast<int>(dev::block_y()));
     if (a.start_at) a.start = *a.start_at;
     const int width = a.overlap ? 2 * a.dim : a.dim;
     const int idx = static_cast<int>(dev::block_x()) * kThreads + static_cast<int>(dev::thread_x());

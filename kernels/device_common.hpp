@@ -23,6 +23,7 @@ __device__ inline void sync_block() {
     __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
 __device__ inline unsigned lane_id() { return __builtin_amdgcn_mbcnt_lo(~0u, 0u); }
+__device__ inline void sync_warp() { __builtin_amdgcn_wave_barrier(); }
 __device__ inline float shfl_xor(float v, int mask) {
     const int src = static_cast<int>(lane_id() ^ static_cast<unsigned>(mask));
     return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute(src << 2, __builtin_bit_cast(int, v)));
@@ -40,11 +41,13 @@ __device__ inline unsigned block_y() { return blockIdx.y; }
 __device__ inline void sync_block() { __syncthreads(); }
 __device__ inline unsigned lane_id() { return threadIdx.x % kWarp; }
 #if defined(AFF_GPU_IS_CUDA)
+__device__ inline void sync_warp() { __syncwarp(); }
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
 __device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 #else
+__device__ inline void sync_warp() { __builtin_amdgcn_wave_barrier(); }
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, kWarp); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor(v, mask, kWarp); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
@@ -100,6 +103,17 @@ __device__ inline unsigned atomic_add(unsigned* p, unsigned v) {
 __device__ inline float warp_sum(float v) {
 #pragma unroll
     for (int m = kWarp / 2; m > 0; m /= 2) v += shfl_xor(v, m);
+    return v;
+}
+
+// Element i of a kernel argument's array, by value: the unrolled constant indices keep the
+// array in parameter space (a dynamic index would copy it to local memory).
+template <class T, int N>
+__device__ inline T pick(const T (&list)[N], int i) {
+    T v = list[0];
+#pragma unroll
+    for (int k = 1; k < N; ++k)
+        if (i == k) v = list[k];
     return v;
 }
 

@@ -19,23 +19,14 @@
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
+#include "kernels/launch.hpp"
 
 namespace aff::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-
-__host__ __device__ constexpr int pow2_at_least(int v) {
-    int p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
-
-__host__ __device__ constexpr int log2_of(int v) {
-    int l = 0;
-    while ((1 << l) < v) ++l;
-    return l;
-}
+using dev::log2_of;
+using dev::pow2_at_least;
 
 // Four FP8 bytes of `u` → four floats. kHw: the hardware pair conversion (sm_89+);
 // otherwise each byte's sign and 7 low bits go to a float's bit 31 and bits 20..26, which
@@ -163,23 +154,7 @@ void launch_fp8_gemv(Parts parts, int k, const float* x, int batch, const Fp8Gem
     const dim3 grid(static_cast<unsigned>(blocks));
     const int tpr_log2 = log2_of(tpr);
     auto go = [&](auto kernel) {
-#if defined(AFF_GPU_IS_CUDA)
-        if (dependent) {
-            cudaLaunchConfig_t config{};
-            config.gridDim = grid;
-            config.blockDim = dim3(kThreads);
-            config.stream = stream;
-            cudaLaunchAttribute attribute{};
-            attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attribute.val.programmaticStreamSerializationAllowed = 1;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
-            AFF_GPU_CHECK(cudaLaunchKernelEx(&config, kernel, parts, k, x, tpr_log2, layout));
-            return;
-        }
-#endif
-        kernel<<<grid, dim3(kThreads), 0, stream>>>(parts, k, x, tpr_log2, layout);
-        AFF_GPU_CHECK(hipGetLastError());
+        launch_gpu_kernel(kernel, grid, dim3(kThreads), 0, stream, dependent, parts, k, x, tpr_log2, layout);
     };
     switch (batch) {
         case 1: go(fp8_gemv_kernel<1, kRows, kHw>); break;

@@ -7,6 +7,19 @@
 
 namespace aff::gpu::dev {
 
+// The least power of two >= v, and log2 of a power of two (the sums' and lanes' counts).
+__host__ __device__ constexpr int pow2_at_least(int v) {
+    int p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+__host__ __device__ constexpr int log2_of(int v) {
+    int l = 0;
+    while ((1 << l) < v) ++l;
+    return l;
+}
+
 // One butterfly step: lanes split on bit `off`, each keeps one half of its kHalf·2 values and
 // adds the partner's copy of that half. Recursion keeps every index a compile-time constant
 // (a loop here left the array in local memory).

@@ -54,11 +54,7 @@ __device__ inline float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 template <int kN>
 __device__ inline void sinkhorn_sync() {
     if constexpr (kN * kN <= kWarp) {
-#if defined(AFF_GPU_IS_CUDA)
-        __syncwarp();
-#else
-        __builtin_amdgcn_wave_barrier();
-#endif
+        dev::sync_warp();
     } else {
         dev::sync_block();
     }

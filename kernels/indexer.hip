@@ -41,20 +41,12 @@ struct Batch {
     int max_n = 0;
 };
 
-// Sequence i of the batch by value; the unrolled constant indices keep it in parameter space.
-__device__ inline IndexerSeq pick(const Batch& b, int i) {
-    IndexerSeq s = b.seq[0];
-#pragma unroll
-    for (int k = 1; k < kIndexerMaxBatch; ++k)
-        if (i == k) s = b.seq[k];
-    return s;
-}
 
 // Block (entry tile, sequence · max_n + token).
 __global__ void __launch_bounds__(kThreads) indexer_scores_kernel(const float* __restrict__ q, const float* __restrict__ w,
                                                                   Batch b, float* scores, int heads, int dim, int ratio,
                                                                   int stride) {
-    const IndexerSeq sq_ = pick(b, static_cast<int>(dev::block_y()) / b.max_n);
+    const IndexerSeq sq_ = dev::pick(b.seq, static_cast<int>(dev::block_y()) / b.max_n);
     const int t = static_cast<int>(dev::block_y()) % b.max_n;
     if (t >= sq_.n) return;
     const long long start = sq_.start_at ? *sq_.start_at : sq_.start;
@@ -116,7 +108,7 @@ constexpr size_t kMmaShared =
 __global__ void __launch_bounds__(kMmaThreads, 2)
     indexer_scores_mma_kernel(const float* __restrict__ q, const float* __restrict__ w, Batch b, float* scores,
                               int heads, int ratio, int stride, int groups) {
-    const IndexerSeq sq_ = pick(b, static_cast<int>(dev::block_y()) / groups);
+    const IndexerSeq sq_ = dev::pick(b.seq, static_cast<int>(dev::block_y()) / groups);
     const int group = static_cast<int>(dev::block_y()) % groups;
     const long long start = sq_.start_at ? *sq_.start_at : sq_.start;
     const int count = sq_.count;
@@ -217,7 +209,7 @@ __device__ inline unsigned long long sort_key(float score, int index) {
 __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(const float* __restrict__ scores, int stride, Batch b,
                                                                     int ratio, int k, int32_t* selected,
                                                                     int32_t* selected_count) {
-    const IndexerSeq sq = pick(b, static_cast<int>(dev::block_x()) / b.max_n);
+    const IndexerSeq sq = dev::pick(b.seq, static_cast<int>(dev::block_x()) / b.max_n);
     const int tok = static_cast<int>(dev::block_x()) % b.max_n;
     if (tok >= sq.n) return;
     const long long start = sq.start_at ? *sq.start_at : sq.start;

@@ -17,6 +17,8 @@
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
 #include "kernels/gemv_reduce.hpp"
+#include "kernels/launch.hpp"
+#include "kernels/tq2875_decode.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -32,12 +34,14 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 __host__ __device__ constexpr int min_blocks(int max_tokens, int rows) { return max_tokens >= 3 || rows > 4 ? 3 : 4; }
 constexpr int kMinRows = 4;                // rows per work item: 4 or 8 (MoeGemvTuning::item_rows)
 constexpr int kMaxK = 4096;
-constexpr int kBlockBytes = 92;            // 256 weights
-constexpr int kBlockWords = kBlockBytes / 4;
+using dev::tq::kBlockBytes;  // 92 bytes: 256 weights
+using dev::tq::kBlockWords;
+using dev::tq::kEntries;
+using dev::tq::LaneBits;
+using dev::pow2_at_least;
 constexpr int kMaxRowWords = kMaxK / 256 * kBlockWords;                  // 368
 constexpr int kMaxRowChunks = kMaxRowWords / 4;                          // 92 uint4 a row
 constexpr int kChunksPerLane = (kMaxRowChunks + kWarp - 1) / kWarp;      // 3
-constexpr int kEntries = 4096;
 
 // Everything a launch needs, by value: explicit jobs (count > 0) or the routed layout.
 struct Params {
@@ -49,128 +53,16 @@ struct Params {
     int total_warps = 0;
 };
 
-__device__ inline uint32_t bswap32(uint32_t u) {
-#if defined(AFF_GPU_IS_CUDA)
-    return __byte_perm(u, 0u, 0x0123);
-#else
-    return __builtin_bswap32(u);
-#endif
-}
-
-__device__ inline void sync_warp() {
-#if defined(AFF_GPU_IS_CUDA)
-    __syncwarp();
-#else
-    __builtin_amdgcn_wave_barrier();
-#endif
-}
-
-// A codebook entry (c0 in the low half, c1 in the high half) as two floats.
-__device__ inline void entry_to_float2(uint32_t u, float& c0, float& c1) {
-#if defined(AFF_GPU_IS_CUDA)
-    // Straight from the register's halves (building a __half2 from two shorts cost 2 more ops).
-    asm("{.reg .f16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;}"
-        : "=f"(c0), "=f"(c1)
-        : "r"(u));
-#else
-    c0 = static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(u & 0xffffu)));
-    c1 = static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(u >> 16)));
-#endif
-}
-
-// Where step pair p (steps 2p, 2p+1) of a block finds its bits: the pair's fresh bits end at
-// hi = e_{2p+1}; the 32 stream bits before hi lie in words j-1, j (j = (hi-1)/32) shifted
-// right by 32(j+1) - hi. Word -1 reads as zero (the all-zero start of the window).
-struct PairBits {
-    int word;        // j
-    uint32_t shift;  // 32(j+1) - hi
-    uint32_t k1;     // fresh bits of step 2p+1
-    uint32_t lo_mask;
-};
-
-__device__ inline PairBits pair_bits(int p) {
-    const int q = p & 3;
-    const int hi = 45 * (p >> 2) + (q == 0 ? 11 : q == 1 ? 23 : q == 2 ? 34 : 45);
-    PairBits b;
-    b.word = (hi - 1) >> 5;
-    b.shift = static_cast<uint32_t>(32 * (b.word + 1) - hi);
-    b.k1 = q == 0 ? 5u : 6u;
-    b.lo_mask = b.word > 0 ? ~0u : 0u;
-    return b;
-}
-
-// The two windows of a pair, from the block's words (in stage or global memory order).
-__device__ inline void pair_windows(const uint32_t* block_words, const PairBits& b, uint32_t& w0, uint32_t& w1) {
-    const uint32_t hi_word = bswap32(block_words[b.word]);
-    const uint32_t lo_word = bswap32(block_words[b.word > 0 ? b.word - 1 : 0]) & b.lo_mask;
-    const uint64_t both = (static_cast<uint64_t>(lo_word) << 32) | hi_word;
-    const uint32_t g = static_cast<uint32_t>(both >> b.shift);
-    w1 = g & 0xfffu;
-    w0 = (g >> b.k1) & 0xfffu;
-}
-
-// The block scale: bf16 in bytes 90..91, i.e. the high half of word 22; as float bits.
-__device__ inline float block_scale(const uint32_t* block_words) {
-    return dev::bits_to_float(block_words[kBlockWords - 1] & 0xffff0000u);
-}
-
 __device__ inline void load_codebook(const uint16_t* codebook, uint32_t* cb) {
     const uint4* src = reinterpret_cast<const uint4*>(codebook);
     uint4* dst = reinterpret_cast<uint4*>(cb);
     for (int i = static_cast<int>(dev::thread_x()); i < kEntries / 4; i += kThreads) dst[i] = src[i];
 }
 
-// Lane l's four windows (steps 4l..4l+3 of a block): the 32 stream bits ending at
-// hi = e_{4l+3} lie in words j-1, j (j = (hi-1)/32), shifted right by 32(j+1) - hi; word -1
-// reads as zero. Step 4l+3's window is the low 12 bits, the others sit k_{4l+3},
-// k_{4l+3}+k_{4l+2} and 17 bits higher (K = 6,5,6,6 | 5,6,5,6 around the octet).
-struct LaneBits {
-    int word;        // j
-    int lo_word;     // max(j - 1, 0)
-    uint32_t lo_mask;
-    uint32_t shift;
-    uint32_t shift1;  // of step 4l+1: 12 (l even) or 11 (l odd)
-};
-
-__device__ inline LaneBits lane_bits(int l) {
-    const int hi = 45 * (l >> 1) + ((l & 1) ? 45 : 23);
-    LaneBits b;
-    b.word = (hi - 1) >> 5;
-    b.lo_word = b.word > 0 ? b.word - 1 : 0;
-    b.lo_mask = b.word > 0 ? ~0u : 0u;
-    b.shift = static_cast<uint32_t>(32 * (b.word + 1) - hi);
-    b.shift1 = (l & 1) ? 11u : 12u;
-    return b;
-}
-
-__device__ inline uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t shift) {
-#if defined(AFF_GPU_IS_CUDA)
-    return __funnelshift_r(lo, hi, shift);
-#else
-    return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> shift);
-#endif
-}
-
-// The block scale from the byte-swapped last word (bytes 88..91 as b88 b89 b90 b91, most
-// significant first): the bf16 is b91:b90, as float bits b91 b90 0 0.
-__device__ inline float swapped_scale(uint32_t v) {
-#if defined(AFF_GPU_IS_CUDA)
-    return dev::bits_to_float(__byte_perm(v, 0u, 0x0144));
-#else
-    return dev::bits_to_float(((v & 0xffu) << 24) | ((v & 0xff00u) << 8));
-#endif
-}
-
 template <int V>
 struct Tokens {
     static constexpr int value = V;
 };
-
-__host__ __device__ constexpr int pow2_at_least(int v) {
-    int p = 1;
-    while (p < v) p *= 2;
-    return p;
-}
 
 // Shared memory of one block (dynamic): the codebook, then each warp's stage of `rows` rows.
 __host__ __device__ constexpr size_t shared_bytes(int rows) {
@@ -197,15 +89,14 @@ __device__ inline void item_products(const uint32_t* st, int r0, const uint32_t*
 #pragma unroll
         for (int r = 0; r < RR; ++r) {
             const uint32_t* words = st + (r0 + r) * kMaxRowWords + blk * kBlockWords;
-            const uint32_t g = funnel_right(words[lb.word], words[lb.lo_word] & lb.lo_mask, lb.shift);
-            const uint32_t w3 = g & 0xfffu, w2 = (g >> 6) & 0xfffu, w1 = (g >> lb.shift1) & 0xfffu,
-                           w0 = (g >> 17) & 0xfffu;
+            uint32_t w0, w1, w2, w3;
+            dev::tq::lane_windows(words, lb, w0, w1, w2, w3);
             float e[8];
-            entry_to_float2(cb[w0], e[0], e[1]);
-            entry_to_float2(cb[w1], e[2], e[3]);
-            entry_to_float2(cb[w2], e[4], e[5]);
-            entry_to_float2(cb[w3], e[6], e[7]);
-            const float s = swapped_scale(words[kBlockWords - 1]);
+            dev::tq::entry_to_float2(cb[w0], e[0], e[1]);
+            dev::tq::entry_to_float2(cb[w1], e[2], e[3]);
+            dev::tq::entry_to_float2(cb[w2], e[4], e[5]);
+            dev::tq::entry_to_float2(cb[w3], e[6], e[7]);
+            const float s = dev::tq::swapped_scale(words[kBlockWords - 1]);
 #pragma unroll
             for (int b = 0; b < M; ++b) {
                 const float part = e[0] * xa[b].x + e[1] * xa[b].y + e[2] * xa[b].z + e[3] * xa[b].w +
@@ -296,10 +187,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
         if (item < items) load_item(item);
     }
 
-    const LaneBits lb = lane_bits(lane);
+    const LaneBits lb = dev::tq::lane_bits(lane);
     uint32_t* st = cb + kEntries + warp * kR * kMaxRowWords;
     while (item < items) {
-        sync_warp();  // every lane is done with the stage
+        dev::sync_warp();  // every lane is done with the stage
 #pragma unroll
         for (int r = 0; r < kR; ++r)
 #pragma unroll
@@ -308,10 +199,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kMaxM, kR))
                 if (c < row_chunks) {
                     const uint4 v = buf[r][i];
                     *reinterpret_cast<uint4*>(st + r * kMaxRowWords + 4 * c) =
-                        uint4{bswap32(v.x), bswap32(v.y), bswap32(v.z), bswap32(v.w)};
+                        uint4{dev::tq::bswap32(v.x), dev::tq::bswap32(v.y), dev::tq::bswap32(v.z),
+                              dev::tq::bswap32(v.w)};
                 }
             }
-        sync_warp();
+        dev::sync_warp();
         const int job = item / items_per_job;
         const int row0 = (item % items_per_job) * rows_per_mat;
         const int m = routed ? lead_tokens[job] : p.batch;
@@ -377,12 +269,13 @@ __global__ void __launch_bounds__(kThreads)
     const size_t block = i / 64;  // 64 pairs a block; blocks of a row follow each other, rows too
     const int p = static_cast<int>(i % 64);
     const uint32_t* words = reinterpret_cast<const uint32_t*>(w + block * kBlockBytes);
+    const dev::tq::PairBits b = dev::tq::pair_bits(p);
     uint32_t w0, w1;
-    pair_windows(words, pair_bits(p), w0, w1);
-    const float s = block_scale(words);
+    dev::tq::pair_windows(words[b.word > 0 ? b.word - 1 : 0], words[b.word], b, w0, w1);
+    const float s = dev::tq::block_scale(words[kBlockWords - 1]);
     float e[4];
-    entry_to_float2(cb[w0], e[0], e[1]);
-    entry_to_float2(cb[w1], e[2], e[3]);
+    dev::tq::entry_to_float2(cb[w0], e[0], e[1]);
+    dev::tq::entry_to_float2(cb[w1], e[2], e[3]);
     float* o = out + block * 256 + 4 * p;
     for (int j = 0; j < 4; ++j) o[j] = s * e[j];
 }
@@ -422,23 +315,8 @@ void launch_kernel(const Params& p, dim3 grid, const uint16_t* codebook, const M
             attribute_set.fetch_or(bit);
         }
     }
-    if (t.dependent_launch) {
-        cudaLaunchConfig_t config{};
-        config.gridDim = grid;
-        config.blockDim = dim3(kThreads);
-        config.dynamicSmemBytes = bytes;
-        config.stream = s;
-        cudaLaunchAttribute attribute{};
-        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attribute.val.programmaticStreamSerializationAllowed = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        AFF_GPU_CHECK(cudaLaunchKernelEx(&config, moe_gemv_kernel<M, R>, p, codebook));
-        return;
-    }
 #endif
-    moe_gemv_kernel<M, R><<<grid, dim3(kThreads), bytes, s>>>(p, codebook);
-    AFF_GPU_CHECK(hipGetLastError());
+    launch_gpu_kernel(moe_gemv_kernel<M, R>, grid, dim3(kThreads), bytes, s, t.dependent_launch, p, codebook);
 }
 
 void launch(Params& p, int rows, int max_tokens, const uint16_t* codebook, const MoeGemvTuning& t, void* stream) {

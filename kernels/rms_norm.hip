@@ -13,16 +13,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// 1 / sqrt(mean(x²) + eps) over row xr's n values; every thread of the block gets it.
+__device__ inline float inverse_rms(const float* __restrict__ xr, int n, float eps, float* scratch) {
+    float ss = 0.0f;
+    for (int i = dev::thread_x(); i < n; i += kThreads) ss += xr[i] * xr[i];
+    const float total = dev::block_sum<kThreads>(ss, scratch);
+    return 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+}
+
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                                             float* y, int n, float eps) {
     __shared__ float scratch[kThreads / kWarp];
     const unsigned row = dev::block_x();
     const float* xr = x + static_cast<size_t>(row) * n;
     float* yr = y + static_cast<size_t>(row) * n;
-    float ss = 0.0f;
-    for (int i = dev::thread_x(); i < n; i += kThreads) ss += xr[i] * xr[i];
-    const float total = dev::block_sum<kThreads>(ss, scratch);
-    const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+    const float inv = inverse_rms(xr, n, eps, scratch);
     for (int i = dev::thread_x(); i < n; i += kThreads) {
         const float v = xr[i] * inv;
         yr[i] = w ? v * w[i] : v;
@@ -38,10 +43,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_rope_kernel(const float* __
     const unsigned row = dev::block_x();
     const float* xr = x + static_cast<size_t>(row) * n;
     float* yr = y + static_cast<size_t>(row) * n;
-    float ss = 0.0f;
-    for (int i = dev::thread_x(); i < n; i += kThreads) ss += xr[i] * xr[i];
-    const float total = dev::block_sum<kThreads>(ss, scratch);
-    const float inv = 1.0f / sqrtf(total / static_cast<float>(n) + eps);
+    const float inv = inverse_rms(xr, n, eps, scratch);
     const int first = n - 2 * table.pairs;  // the rotary channels
     for (int i = dev::thread_x(); i < first; i += kThreads) {
         const float v = xr[i] * inv;

@@ -170,7 +170,7 @@ std::size_t GpuModel::Impl::put_codebook_experts(int layer) {
                            std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents
                            for (int e = 0; e < E; ++e) {
                                std::uint8_t* x = dst + std::size_t(e) * extent_stride;
-                               for (const auto [which, offset, bytes] :
+                               for (const auto& [which, offset, bytes] :
                                     {std::tuple{ExpertMatrix::w1, extent.w1, w13_bytes},
                                      std::tuple{ExpertMatrix::w2, extent.w2, w2_bytes},
                                      std::tuple{ExpertMatrix::w3, extent.w3, w13_bytes}})
