@@ -23,6 +23,16 @@ void GpuModel::Impl::check_call(const GpuDecodeState& st, std::span<const std::i
                     std::to_string(max_context));
 }
 
+void GpuModel::Impl::start_part(Impl* previous, std::span<const std::int32_t> toks,
+                                std::span<const std::int32_t> pos, bool pending) {
+    use_device(device);
+    const int n = static_cast<int>(toks.size());
+    ensure_scratch(n);
+    stream.copy(tokens_dev, toks.data(), std::size_t(n) * 4);
+    if (attention_on_gpu) stream.copy(positions, pos.data(), std::size_t(n) * 4);
+    if (previous) previous->hand_over(*this, n, pending);
+}
+
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
     const Impl& m0 = *shards_.front();
     const ModelConfig& c = m0.c;
@@ -40,11 +50,7 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     bool pending = false;
     for (std::size_t i = 0; i < shards_.size(); ++i) {  // each part in turn, on its own device
         Impl& m = *shards_[i];
-        use_device(m.device);
-        m.ensure_scratch(n);
-        m.stream.copy(m.tokens_dev, toks.data(), std::size_t(n) * 4);
-        if (m.attention_on_gpu) m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
-        if (i > 0) shards_[i - 1]->hand_over(m, n, pending);
+        m.start_part(i > 0 ? shards_[i - 1].get() : nullptr, toks, pos, pending);
         const Seq seq{m.attention_on_gpu ? m.state_of(st)->as<std::uint8_t>() : nullptr, st.position, n, 0, nullptr};
         pending = m.run(std::span<const Seq>(&seq, 1), n, first, &st, pending);
     }
@@ -72,8 +78,8 @@ GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states,
     auto set = [&](bool profiling) {
         for (const auto& m : shards_) {
             m->options.graphs = profiling ? false : graphs;
-            m->profiling = profiling;
-            if (profiling) m->marks.clear();
+            m->steps.profiling = profiling;
+            if (profiling) m->steps.marks.clear();
         }
     };
     set(true);
@@ -85,19 +91,19 @@ GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states,
     }
     set(false);
     const Impl& m0 = *shards_.front();
-    const int layers = m0.options.forward.max_layers < 0 ? m0.c.num_layers : std::min(m0.options.forward.max_layers, m0.c.num_layers);
-    p.layer_ms.assign(std::max(layers, 0), 0.0);
+    p.layer_ms.assign(std::max(layers_run(m0.options.forward, m0.c), 0), 0.0);
     for (const auto& m : shards_) {  // each part's marks are on its own device's stream
-        for (std::size_t i = 0; i + 1 < m->marks.size(); ++i) {
-            const Impl::Mark& k = m->marks[i];
-            const double ms = m->marks[i + 1].event->ms_since(*k.event);
+        const std::vector<StepMarks::Mark>& marks = m->steps.marks;
+        for (std::size_t i = 0; i + 1 < marks.size(); ++i) {
+            const StepMarks::Mark& k = marks[i];
+            const double ms = marks[i + 1].event->ms_since(*k.event);
             auto it = std::find_if(p.classes.begin(), p.classes.end(), [&](const auto& e) { return e.first == k.what; });
             if (it == p.classes.end()) p.classes.emplace_back(k.what, ms);
             else it->second += ms;
             if (k.layer >= 0) p.layer_ms[k.layer] += ms;
             p.total_ms += ms;
         }
-        m->marks.clear();
+        m->steps.marks.clear();
     }
     return p;
 }
@@ -105,7 +111,7 @@ GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states,
 std::size_t GpuModel::decode_read_bytes(int sequences) const {
     const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
-    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
+    const int layers = layers_run(m.options.forward, c);
     const std::size_t elem = [](DenseType t) { return t == DenseType::bf16 ? 2u : 4u; }(shards_.back()->head.type);
     std::size_t bytes = std::size_t(c.vocab_size) * c.hidden_size * elem;  // the head
     bytes += std::size_t(sequences) * c.hidden_size * (m.embed.type == DenseType::bf16 ? 2 : 4);  // embedding rows
@@ -122,7 +128,7 @@ std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
     const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
     if (!m.attention_on_gpu) return 0;
-    const int layers = m.options.forward.max_layers < 0 ? c.num_layers : std::min(m.options.forward.max_layers, c.num_layers);
+    const int layers = layers_run(m.options.forward, c);
     const std::size_t p = static_cast<std::size_t>(position) + 1;  // keys of the query at `position`
     std::size_t bytes = 0;
     for (int l = 0; l < layers; ++l) {
@@ -168,31 +174,17 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
     bool pending = false;
     for (std::size_t part = 0; part < shards_.size(); ++part) {
         Impl& m = *shards_[part];
-        use_device(m.device);
-        m.ensure_scratch(B);
-        m.stream.copy(m.tokens_dev, toks.data(), std::size_t(B) * 4);
-        m.stream.copy(m.positions, pos.data(), std::size_t(B) * 4);
-        if (part > 0) shards_[part - 1]->hand_over(m, B, pending);
+        m.start_part(part > 0 ? shards_[part - 1].get() : nullptr, toks, pos, pending);
         std::vector<Seq> seqs(B);
         for (int i = 0; i < B; ++i) seqs[i] = {m.state_of(*states[i])->as<std::uint8_t>(), 0, 1, i, m.positions + i};
         const bool pending_in = pending;
-        auto record = [&] { pending = m.run(seqs, B, 0, nullptr, pending_in); };
+        auto record = [&] { return m.run(seqs, B, 0, nullptr, pending_in); };
         if (m.options.graphs) {
             std::vector<const void*> key(B);
             for (int i = 0; i < B; ++i) key[i] = m.state_of(*states[i])->data();
-            auto it = std::find_if(m.graphs.begin(), m.graphs.end(), [&](const auto& g) { return g.key == key; });
-            if (it == m.graphs.end()) {
-                if (m.graphs.size() >= kMaxGraphs) m.graphs.erase(m.graphs.begin());
-                Graph g;
-                g.capture(m.stream, record);
-                ++m.captures;
-                m.graphs.push_back({key, std::move(g), pending});
-                it = m.graphs.end() - 1;
-            }
-            it->graph.launch(m.stream);
-            pending = it->pending;
+            pending = m.graphs.launch(key, m.stream, record);
         } else {
-            record();
+            pending = record();
         }
     }
     for (int i = 0; i < B; ++i) ++states[i]->position;

@@ -32,19 +32,14 @@ void GpuModel::move_expert(int layer, int expert, const void* address) {
     Impl& p = expert_owner(layer, expert, "move_expert");
     if (!address || reinterpret_cast<std::uintptr_t>(address) % 16 != 0)
         throw_usage("move_expert: the address must be 16-byte aligned and not null");
-    const std::size_t entry = std::size_t(layer) * p.c.n_routed_experts + expert;
-    p.table_host[entry] = static_cast<const std::uint8_t*>(address);
     use_device(p.device);
-    // On the part's stream: after every launch queued so far (they may read the old place),
-    // before any later one. The host entry is copied before the call returns (pageable source).
-    p.stream.copy(p.at<const std::uint8_t*>(p.expert_table) + entry, &p.table_host[entry], sizeof(const std::uint8_t*));
-    p.stream.synchronize();
+    p.set_address(p.c, p, layer, expert, address, p.stream);
     use_device(shards_.front()->device);
 }
 
 std::size_t GpuModel::graphs_captured() const {
     std::size_t n = 0;
-    for (const auto& p : shards_) n += p->captures;
+    for (const auto& p : shards_) n += p->graphs.captures();
     return n;
 }
 

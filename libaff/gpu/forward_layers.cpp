@@ -32,7 +32,7 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     const float eps = static_cast<float>(c.rms_norm_eps);
     const HcConfig hcc = hc_config();
     prefill_call = seqs.size() == 1;
-    mark_layer = -1;
+    steps.layer = -1;
     if (first_layer == 0) {
         mark("embedding");
         gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
@@ -61,7 +61,7 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
     std::vector<float> a_host, f_host;
     for (int l = first_layer; l < run_end(); ++l) {
         const LayerRefs& r = layers[l];
-        mark_layer = l;
+        steps.layer = l;
         // mHC around attention (Model::layer_forward): collapse, attn_norm.
         mark("mHC and norms");
         site(r.hc_attn_fn, r.hc_attn_base, r.hc_attn_scale, r.attn_norm);
@@ -83,7 +83,7 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
         if (!fused) mark("mHC and norms");
         expand();
     }
-    mark_layer = -1;
+    steps.layer = -1;
     if (end_layer < c.num_layers) {  // the next part continues from here
         mark("end");
         return pending;
@@ -108,7 +108,7 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
 void GpuModel::Impl::hand_over(Impl& next, int n, bool pending) {
     done.record(stream);
     next.stream.wait(done);
-    next.mark_layer = -1;
+    next.steps.layer = -1;
     next.mark("hand-over between GPUs");
     const std::size_t rows = n, hc = c.hc_mult, D = c.hidden_size;
     copy_peer(next.x, next.device, x, device, rows * hc * D * 4, next.stream);

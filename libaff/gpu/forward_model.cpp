@@ -1,17 +1,14 @@
-// GpuModel's construction (forward_impl.hpp): where attention runs, the per-sequence state and
-// activation layouts, the memory check against free VRAM and the cap, the arena upload; and
-// the small queries (describe, memory_plan, new_state).
+// GpuModel's construction (forward_impl.hpp): where attention runs, the per-sequence state
+// layout, the memory check against free VRAM and the cap, the upload; and the small queries
+// (describe, memory_plan, new_state).
 #include "libaff/core/error.hpp"
 #include "libaff/core/units.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "libaff/placement/layer_split.hpp"
-#include "kernels/attention.hpp"
 #include "kernels/indexer.hpp"
-#include "kernels/moe_gemm.hpp"
 
 #include <algorithm>
 #include <sstream>
-#include <type_traits>
 
 namespace aff::gpu {
 
@@ -60,84 +57,12 @@ void GpuModel::Impl::plan_state() {
     }
 }
 
-template <class Take>
-void GpuModel::Impl::layout_attention_scratch(Take& take, std::size_t n) {
-    if (!attention_on_gpu) return;
-    const std::size_t H = c.num_heads, Dh = c.head_dim, Hi = c.index_heads, Di = c.index_head_dim;
-    take(cq, n * c.q_lora_rank);
-    take(q, n * H * Dh);
-    take(kv, n * Dh);
-    take(o, n * H * Dh);
-    take(z, n * c.o_groups * c.o_lora_rank);
-    take(ckv, n * 2 * Dh);
-    take(cg, n * 2 * Dh);
-    take(ikv, n * 2 * Di);
-    take(ig, n * 2 * Di);
-    take(qi, n * Hi * Di);
-    take(wi, n * Hi);
-    take(scores, n * scores_stride);
-    take(selected, n * std::max(1, c.index_topk));
-    take(selected_count, n);
-    take(positions, n);
-    take(attention_scratch, (attention_scratch_bytes(kDecodeTokens, c.num_heads, c.head_dim) + 3) / 4);
-}
-
-std::size_t GpuModel::Impl::layout_scratch(std::uint8_t* base, int tokens) {
-    std::size_t used = 0;
-    auto take = [&](auto*& ptr, std::size_t count) {
-        using T = std::remove_reference_t<decltype(*ptr)>;
-        if (base) ptr = reinterpret_cast<T*>(base + used);
-        used += align_up(count * sizeof(T));
-    };
-    const std::size_t n = tokens, D = c.hidden_size, hc = c.hc_mult, k = c.experts_per_token,
-                      I = c.moe_intermediate_size, E = c.n_routed_experts, V = c.vocab_size;
-    take(x, n * hc * D);
-    take(u, n * D);
-    take(a, n * D);
-    take(f, n * D);
-    take(post, n * hc);
-    take(comb, n * hc * hc);
-    // hc_pre's rows, or hc_site's per-block partial sums (decode-sized calls).
-    take(hc_scratch, std::max(n * (hc_mix_rows(int(hc)) + 1),
-                              hc_site_takes(int(std::min<std::size_t>(n, kHcSiteMaxTokens)), hc_config())
-                                  ? hc_site_scratch_floats(int(std::min<std::size_t>(n, kHcSiteMaxTokens)), hc_config())
-                                  : std::size_t(0)));
-    take(logits_router, n * E);
-    take(route_w, n * k);
-    take(g1, n * k * I);
-    take(g3, n * k * I);
-    take(routed, n * k * D);
-    if (rotated_matrices > 0) {
-        take(a_rot, n * D);
-        take(g1_rot, n * k * I);
-    }
-    take(s1, n * I);
-    take(s3, n * I);
-    take(shared, n * D);
-    take(y, n * D);
-    take(logits, n * V);
-    take(tokens_dev, n);
-    take(route_ids, n * k);
-    {
-        std::uint8_t* groups = nullptr;
-        take(groups, moe_group_bytes(int(n * k), int(E)));
-        moe_groups = groups;
-    }
-    layout_attention_scratch(take, n);
-    return used;
-}
-
-std::size_t GpuModel::Impl::scratch_bytes(int tokens) {
-    return layout_scratch(nullptr, tokens);
+fwd::ActivationShape GpuModel::Impl::activation_shape() const {
+    return {&c, hc_config(), rotated_matrices > 0, attention_on_gpu, scores_stride};
 }
 
 void GpuModel::Impl::ensure_scratch(int tokens) {
-    if (tokens <= capacity) return;
-    const int cap = std::max(tokens, kScratchTokens);
-    graphs.clear();  // they point into the old activations
-    scratch = Buffer(layout_scratch(nullptr, cap));
-    layout_scratch(scratch.as<std::uint8_t>(), cap);
-    capacity = cap;
+    if (ensure(tokens, activation_shape())) graphs.clear();  // they point into the old activations
 }
 
 void GpuModel::Impl::prepare(const TensorReader* weights) {
@@ -148,7 +73,7 @@ void GpuModel::Impl::prepare(const TensorReader* weights) {
     plan_weights(weights);
     plan_state();
     plan.state_bytes = state_bytes;
-    plan.scratch_bytes = scratch_bytes(kScratchTokens);
+    plan.scratch_bytes = layout(nullptr, kScratchTokens, activation_shape());
 }
 
 void GpuModel::Impl::allocate() {
@@ -173,16 +98,7 @@ void GpuModel::Impl::allocate() {
                                            mib(plan.state_bytes) + "), " + why + "): " + mib(need - available) +
                                            " MiB missing");
     }
-    arena = Buffer(std::max<std::size_t>(arena_bytes, kAlign));
-    // Fill and upload tensor by tensor through one staging buffer.
-    std::vector<std::uint8_t> staging;
-    for (const Upload& up : uploads) {
-        staging.resize(up.bytes);
-        up.fill(staging.data());
-        stream.copy(arena.as<std::uint8_t>() + up.offset, staging.data(), up.bytes);
-        stream.synchronize();  // staging is reused
-    }
-    uploads.clear();
+    upload(stream);
     materialised.clear();
     materialised.shrink_to_fit();
     ensure_scratch(kScratchTokens);

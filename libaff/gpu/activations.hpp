@@ -1,0 +1,50 @@
+// One part of GpuModel::Impl (forward_impl.hpp): the activations of one call, carved out of
+// one device buffer sized for `capacity` tokens (at least kScratchTokens; grown on demand).
+// One list (layout) both sizes and places them, so the plan and the allocation cannot
+// disagree. Private to the GPU forward.
+#pragma once
+
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/gpu/device.hpp"
+#include "kernels/hc.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace aff::gpu::fwd {
+
+inline constexpr int kScratchTokens = 64;
+inline constexpr int kDecodeTokens = 4;  // calls of up to this many tokens give attention its split-key scratch
+
+// What the list depends on besides the token count.
+struct ActivationShape {
+    const ModelConfig* config = nullptr;
+    HcConfig hc;
+    bool rotated_experts = false;  // some routed expert is TQ2875R: rotated copies of the inputs
+    bool attention_on_gpu = false;
+    int scores_stride = 1;         // indexer scores per token
+};
+
+struct Activations {
+    int capacity = 0;
+    Buffer scratch;
+    float *x = nullptr, *u = nullptr, *a = nullptr, *f = nullptr, *post = nullptr, *comb = nullptr, *hc_scratch = nullptr;
+    float *logits_router = nullptr, *route_w = nullptr, *g1 = nullptr, *g3 = nullptr, *routed = nullptr;
+    float *a_rot = nullptr, *g1_rot = nullptr;  // H·a and H·g1 rows, for TQ2875R experts
+    float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
+    std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
+    void* moe_groups = nullptr;  // moe_group's scratch (prefill GEMM path)
+    // Attention on the GPU.
+    float *cq = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *z = nullptr, *ckv = nullptr, *cg = nullptr;
+    float *ikv = nullptr, *ig = nullptr, *qi = nullptr, *wi = nullptr, *scores = nullptr;
+    std::int32_t *selected = nullptr, *selected_count = nullptr, *positions = nullptr;
+    float* attention_scratch = nullptr;  // the attention kernel's split-key scratch, decode (<= 4 tokens)
+
+    // Places the activations of `tokens` tokens from base on (or only counts them when base
+    // is null); returns the bytes used.
+    std::size_t layout(std::uint8_t* base, int tokens, const ActivationShape& shape);
+    // Makes room for `tokens` tokens; returns whether the buffer moved (what pointed into it is stale).
+    bool ensure(int tokens, const ActivationShape& shape);
+};
+
+}  // namespace aff::gpu::fwd

@@ -1,0 +1,75 @@
+// One part of GpuModel::Impl (forward_impl.hpp): the routed experts of a part. It decides how
+// they are stored: codebook-stored (TQ2875/TQ2875R as the model file holds them, multiplied by
+// moe_gemv and moe_gemm) where every expert is and the kernels take the shape, else dense
+// BF16/F32 stacks (an unquantised checkpoint's matrices, or any other source read through its
+// matvec at load, for small models). Codebook-stored experts are one extent each, laid out as
+// the container lays one out, found by the kernels through the expert table [layer][expert] →
+// address (in the arena; table_host mirrors it), which they read when they run: set_address
+// moves an expert without recapturing a graph. Private to the GPU forward.
+#pragma once
+
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/gpu/weight_arena.hpp"
+#include "libaff/gpu/weight_refs.hpp"
+#include "libaff/model/codebook_experts.hpp"
+#include "libaff/model/weights.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aff::gpu::fwd {
+
+// Where the matrices of a codebook-stored expert lie in its extent: as the container lays an
+// extent out (formats/container.md §7.5: w1, w2, w3 in that order, each at the next multiple
+// of 64 from the extent's start), so an extent's bytes are the container's.
+struct ExtentLayout {
+    std::size_t w1 = 0, w2 = 0, w3 = 0, bytes = 0;
+};
+ExtentLayout extent_layout(std::size_t w13_bytes, std::size_t w2_bytes);
+
+struct ExpertStore {
+    // How they are stored.
+    const DenseExpertSource* dense_experts = nullptr;  // an unquantised checkpoint's, handed over as they are
+    const CodebookExperts* codebook_src = nullptr;
+    bool experts_codebook = false;
+    std::string experts_why_dense;
+    // expert_rotated[(layer · E + expert) · 3 + matrix]: TQ2875R (its input rotated first).
+    std::vector<std::uint8_t> expert_rotated;
+    int rotated_matrices = 0;
+    DenseType expert_type = DenseType::bf16;  // of the dense stacks
+    std::vector<Matrix> materialised;         // [layer][expert][3], when the source is not dense
+
+    // Codebook-stored: the codebook, the matrices' sizes, the extents (layer l's E extents
+    // extent_stride apart at layer_extents[l] at first) and the table.
+    std::size_t codebook_dev = 0, w13_bytes = 0, w2_bytes = 0;
+    ExtentLayout extent;
+    std::size_t extent_stride = 0, expert_table = 0;
+    std::vector<std::size_t> layer_extents;
+    std::vector<const std::uint8_t*> table_host;  // [layer][E], filled with the arena
+
+    // Decides the storage for `src`'s experts and plans what a part holds for all its layers
+    // (the codebook and the expert table: layers first .. end-1).
+    void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end);
+    // Plans layer l's experts into r: extents, table row and rotation flags, or dense stacks.
+    void plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerRefs& r);
+    // Points expert e of layer l at `address` (table and mirror), queued on `stream` and waited for.
+    void set_address(const ModelConfig& c, const WeightArena& w, int l, int e, const void* address,
+                     const Stream& stream);
+
+    const Matrix& expert_matrix(const ModelConfig& c, int layer, int e, ExpertMatrix which) const;
+
+private:
+    void materialise(const ModelConfig& c, const ExpertSource& src);
+    // Whether every routed expert is codebook-stored in a form moe_gemv takes (k % 1024 == 0,
+    // k <= 4096, n even, at most kMoeGemvMaxExperts a layer): TQ2875, or TQ2875R whose input
+    // the hadamard kernel rotates first.
+    bool codebook_fits(const ModelConfig& c);
+    void put_table(const ModelConfig& c, WeightArena& w, int first, int end);
+    void put_rotation_flags(const ModelConfig& c, WeightArena& w, int l, LayerRefs& r);
+    // One stack [E][rows][cols] of a routed-expert matrix, in expert_type.
+    DenseRef put_stack(const ModelConfig& c, WeightArena& w, int layer, ExpertMatrix which);
+};
+
+}  // namespace aff::gpu::fwd
