@@ -138,6 +138,22 @@ struct StateRange {
     int part = 0;
 };
 
+// What a call may change in a sequence's state that the state at the call's start still reads,
+// copied device to device before the call (GpuModel::rewind_point), so that GpuModel::rewind
+// can put the state back at that position after it: the ring rows of the slots the call's
+// positions take and each compressor's pending and previous windows (the entries the call
+// emits lie past the start's, which never reads them: the position counts the entries).
+// With attention on the CPU, a copy of the CPU state. Only the model that took it rewinds
+// with it; buffers are reused when a point is taken again.
+struct GpuRewindPoint {
+    std::int64_t position = 0;       // where rewind goes back to
+    std::int64_t end = 0;            // the position after the call it was taken for
+    std::vector<StateRange> ranges;  // of every part, in order
+    std::vector<Buffer> copies;      // one per part: its ranges, one after another
+    DecodeState attention;           // attention on the CPU
+    const void* model = nullptr;
+};
+
 // Bytes the model needs on the device, by class (planned before anything is allocated);
 // with several GPUs, the sum over them.
 struct GpuMemoryPlan {
@@ -224,6 +240,20 @@ public:
     void move_expert(int layer, int expert, const void* address);
     // Decode graphs captured so far, over every part (a move must not cause one: tests).
     std::size_t graphs_captured() const;
+
+    // Rewind (speculative decoding: going back past rejected draft tokens): before a call of
+    // `tokens` tokens on st, rewind_point copies what the call may change (GpuRewindPoint)
+    // into device buffers, queued on the parts' streams before the call's launches (no wait);
+    // after the call, rewind copies it back and sets st.position to the point's, so st
+    // continues bit for bit as a state that never ran the call (tests/gpu/rewind_test.cpp).
+    // To go back over several calls, rewind through their points newest first: rewind throws
+    // usage unless st is at the point's end (nothing run since) and the point is this
+    // model's. rewind_ranges lists the stretches (part by part, ascending, neighbours less
+    // than an alignment apart merged).
+    GpuRewindPoint rewind_point(const GpuDecodeState& st, int tokens) const;
+    void rewind_point(const GpuDecodeState& st, int tokens, GpuRewindPoint& point) const;
+    void rewind(GpuDecodeState& st, const GpuRewindPoint& point) const;
+    std::vector<StateRange> rewind_ranges(std::int64_t position, int tokens) const;
 
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
     // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.

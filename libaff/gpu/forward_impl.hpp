@@ -44,6 +44,38 @@ inline int layers_run(const ForwardOptions& o, const ModelConfig& c) {
     return o.max_layers < 0 ? c.num_layers : std::min(o.max_layers, c.num_layers);
 }
 
+// A list of state stretches being built (snapshot_ranges, rewind_ranges): a stretch of the
+// same part that starts within an alignment of the previous one's end joins it (one copy,
+// the padding between them included).
+struct StateRangeList {
+    std::vector<StateRange> ranges;
+    int part = 0;  // of the stretches added next
+    void add(std::size_t offset, std::size_t bytes) {
+        if (bytes == 0) return;
+        if (!ranges.empty() && ranges.back().part == part) {
+            StateRange& last = ranges.back();
+            const std::size_t end = last.offset + last.bytes;
+            if (offset >= end && offset - end < kAlign) {
+                last.bytes = offset + bytes - last.offset;
+                return;
+            }
+        }
+        ranges.push_back({offset, bytes, part});
+    }
+};
+
+// A compressor's pending windows and, for CSA's overlapping windows, the previous one: what
+// a state reads of it at any position besides the entries (kernels/compressor.hpp).
+inline void add_compressor_windows(StateRangeList& list, const CompressorRefs& w, const CompressorStateRefs& st) {
+    const std::size_t width = std::size_t(w.overlap ? 2 : 1) * w.dim;
+    list.add(st.pending_kv, std::size_t(w.ratio) * width * 4);
+    list.add(st.pending_gate, std::size_t(w.ratio) * width * 4);
+    if (w.overlap) {
+        list.add(st.prev_kv, std::size_t(w.ratio) * w.dim * 4);
+        list.add(st.prev_gate, std::size_t(w.ratio) * w.dim * 4);
+    }
+}
+
 }  // namespace fwd
 
 using fwd::AttentionRefs;

@@ -16,40 +16,21 @@ using namespace fwd;
 std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
     const Impl& m = *shards_.front();
     const ModelConfig& c = m.c;
-    std::vector<StateRange> out;
-    if (!m.attention_on_gpu) return out;
+    if (!m.attention_on_gpu) return {};
     if (position < 0 || position > m.max_context)
         throw_usage("snapshot: position " + std::to_string(position) + " outside the GPU state's 0.." +
                     std::to_string(m.max_context));
     const std::size_t p = static_cast<std::size_t>(position);
-    // Regions are laid out in this order (plan_state), each at an aligned offset: a region
-    // that starts within an alignment of the previous one's end joins it (one copy, the
-    // padding between them included). A split model's parts each have their own buffer.
-    int part = 0;
-    auto add = [&](std::size_t offset, std::size_t bytes) {
-        if (bytes == 0) return;
-        if (!out.empty() && out.back().part == part) {
-            StateRange& last = out.back();
-            const std::size_t end = last.offset + last.bytes;
-            if (offset >= end && offset - end < kAlign) {
-                last.bytes = offset + bytes - last.offset;
-                return;
-            }
-        }
-        out.push_back({offset, bytes, part});
-    };
+    // Regions are laid out in this order (plan_state), each at an aligned offset; a split
+    // model's parts each have their own buffer.
+    StateRangeList list;
+    auto add = [&](std::size_t offset, std::size_t bytes) { list.add(offset, bytes); };
     auto comp = [&](const CompressorRefs& w, const CompressorStateRefs& st) {
-        const std::size_t width = std::size_t(w.overlap ? 2 : 1) * w.dim;
-        add(st.pending_kv, std::size_t(w.ratio) * width * 4);
-        add(st.pending_gate, std::size_t(w.ratio) * width * 4);
-        if (w.overlap) {  // the previous window exists only for CSA's overlapping windows
-            add(st.prev_kv, std::size_t(w.ratio) * w.dim * 4);
-            add(st.prev_gate, std::size_t(w.ratio) * w.dim * 4);
-        }
+        add_compressor_windows(list, w, st);
         add(st.entries, std::min<std::size_t>(p / w.ratio, st.capacity) * w.dim * 4);
     };
     for (const auto& owner : shards_) {
-        part = owner->index;
+        list.part = owner->index;
         for (int l = owner->first_layer; l < owner->end_layer; ++l) {
             const AttentionRefs& a = owner->layers[l].attn;
             const LayerStateRefs& st = owner->state_refs[l];
@@ -58,7 +39,7 @@ std::vector<StateRange> GpuModel::snapshot_ranges(std::int64_t position) const {
             if (a.has_indexer) comp(a.indexer, st.indexer);
         }
     }
-    return out;
+    return list.ranges;
 }
 
 void GpuModel::copy_state(const GpuDecodeState& st, const std::vector<StateRange>& ranges, std::uint8_t* to_host,
