@@ -5,6 +5,8 @@
 // kernel never wrote fails the row. main.cpp prints the table; run.sh builds and runs it.
 #pragma once
 
+#include "libaff/checkpoint/config.hpp"
+#include "libaff/core/error.hpp"
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/host_copy.hpp"
 
@@ -98,6 +100,43 @@ inline long long differing(const std::vector<float>& a, const std::vector<float>
     long long d = 0;
     for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
     return d;
+}
+
+// Argmax of the last row of [n, V] logits (greedy steps of the forward-level tests).
+inline int argmax_last(const std::vector<float>& v, int V) {
+    return static_cast<int>(std::max_element(v.end() - V, v.end()) - (v.end() - V));
+}
+
+// 0 when f throws an aff::Error of kind usage, 1 otherwise (a refusal row's value).
+inline double usage_error(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const aff::Error& e) {
+        return e.kind() == aff::ErrorKind::usage ? 0.0 : 1.0;
+    }
+    return 1.0;
+}
+
+// Bytes a state at position p uses, from the config alone: ring rows, and per compressor its
+// pending windows, previous windows (CSA) and entries. regions counts the stretches summed.
+inline std::size_t state_bytes_used(const aff::ModelConfig& c, std::int64_t p, int& regions) {
+    std::size_t bytes = 0;
+    regions = 0;
+    for (int l = 0; l < c.num_layers; ++l) {
+        bytes += std::size_t(std::min<std::int64_t>(p, c.sliding_window)) * c.head_dim * 4;
+        ++regions;
+        const aff::AttentionKind kind = c.attention[l];
+        if (kind == aff::AttentionKind::sliding) continue;
+        const std::size_t r = c.compress_ratio[l];
+        auto comp = [&](std::size_t dim, bool overlap) {
+            const std::size_t width = overlap ? 2 * dim : dim;
+            bytes += 2 * r * width * 4 + (overlap ? 2 * r * dim * 4 : 0) + std::size_t(p) / r * dim * 4;
+            regions += overlap ? 5 : 3;
+        };
+        comp(c.head_dim, kind == aff::AttentionKind::csa);
+        if (kind == aff::AttentionKind::csa) comp(c.index_head_dim, true);
+    }
+    return bytes;
 }
 
 // The host/device copies shared with aff-gpucheck (aff/gpu/host_copy.hpp).

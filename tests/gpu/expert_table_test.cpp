@@ -42,19 +42,6 @@ namespace {
 constexpr int kPrompt = 37, kChunk = 6, kStepsBefore = 8, kStepsAfter = 3;
 constexpr int kMoveToDevice = 2, kMoveToHost = 5;  // after these decode steps
 
-int argmax_last(const std::vector<float>& v, int V) {
-    return static_cast<int>(std::max_element(v.end() - V, v.end()) - (v.end() - V));
-}
-
-double usage_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const aff::Error& e) {
-        return e.kind() == aff::ErrorKind::usage ? 0.0 : 1.0;
-    }
-    return 1.0;
-}
-
 // The call sequence: prompt, steps (greedy from the reference's logits), chunk, steps. `between`
 // runs after each decode step s (1-based) of the first stretch. Returns every call's logits.
 struct Script {

@@ -33,33 +33,6 @@ namespace {
 
 constexpr int kSteps = 12;  // decode steps after the rest: crosses ratio-4 windows and a W=16 wrap
 
-// Argmax of the last row of [n, V] logits.
-int argmax(const std::vector<float>& v, int V) {
-    return static_cast<int>(std::max_element(v.end() - V, v.end()) - (v.end() - V));
-}
-
-// Bytes a state at position p uses, from the config alone: ring rows, and per compressor its
-// pending windows, previous windows (CSA) and entries. regions counts the stretches summed.
-std::size_t used_bytes(const aff::ModelConfig& c, std::int64_t p, int& regions) {
-    std::size_t bytes = 0;
-    regions = 0;
-    for (int l = 0; l < c.num_layers; ++l) {
-        bytes += std::size_t(std::min<std::int64_t>(p, c.sliding_window)) * c.head_dim * 4;
-        ++regions;
-        const aff::AttentionKind kind = c.attention[l];
-        if (kind == aff::AttentionKind::sliding) continue;
-        const std::size_t r = c.compress_ratio[l];
-        auto comp = [&](std::size_t dim, bool overlap) {
-            const std::size_t width = overlap ? 2 * dim : dim;
-            bytes += 2 * r * width * 4 + (overlap ? 2 * r * dim * 4 : 0) + std::size_t(p) / r * dim * 4;
-            regions += overlap ? 5 : 3;
-        };
-        comp(c.head_dim, kind == aff::AttentionKind::csa);
-        if (kind == aff::AttentionKind::csa) comp(c.index_head_dim, true);
-    }
-    return bytes;
-}
-
 // P, then rest, then kSteps greedy steps on a fresh state; the same after restoring P's
 // snapshot into a state that ran another sequence; then the end-of-generation snapshot.
 void restore_matches(const std::string& name, aff::gpu::GpuModel& g, int p_len, int rest_len,
@@ -75,7 +48,7 @@ void restore_matches(const std::string& name, aff::gpu::GpuModel& g, int p_len, 
     std::vector<std::vector<float>> want{g.forward(fresh, rest, true)};
     std::vector<std::int32_t> steps;
     for (int s = 0; s < kSteps; ++s) {
-        steps.push_back(argmax(want.back(), V));
+        steps.push_back(argmax_last(want.back(), V));
         const std::int32_t one[1] = {steps.back()};
         want.push_back(g.forward(fresh, one, false));
     }
@@ -96,18 +69,18 @@ void restore_matches(const std::string& name, aff::gpu::GpuModel& g, int p_len, 
     const aff::gpu::GpuStateSnapshot end = g.snapshot(fresh);
     g.restore(snapped, end);
     long long diff_end = snapped.position == fresh.position ? 0 : 1;
-    std::int32_t next = argmax(want.back(), V);
+    std::int32_t next = argmax_last(want.back(), V);
     for (int s = 0; s < 5; ++s) {
         const std::int32_t one[1] = {next};
         const std::vector<float> a = g.forward(fresh, one, false), b = g.forward(snapped, one, false);
         diff_end += differing(b, a);
-        next = argmax(a, V);
+        next = argmax_last(a, V);
     }
     add(rows, "snapshot", what + ": end-of-generation restore, 5 steps differing", double(diff_end), 0.0);
 
     // Size: what the position uses, not the state buffer.
     int regions = 0;
-    const std::size_t lo = used_bytes(g.config(), p_len, regions);
+    const std::size_t lo = state_bytes_used(g.config(), p_len, regions);
     const std::size_t got = snap.device.size();
     const bool on_gpu = g.memory_plan().state_bytes > 0;
     if (on_gpu) {
@@ -133,15 +106,6 @@ void check(const std::string& name, const aff::Model& cpu, const aff::Checkpoint
     } catch (const std::exception& e) {
         rows.push_back({"snapshot", name + " threw: " + e.what(), INFINITY, 0.0, false});
     }
-}
-
-double usage_error(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const aff::Error& e) {
-        return e.kind() == aff::ErrorKind::usage ? 0.0 : 1.0;
-    }
-    return 1.0;
 }
 
 }  // namespace
@@ -176,7 +140,7 @@ AFF_DEVICE_TEST("snapshot") {
     add(rows, "snapshot", "backend: restored, rest's logits differing",
         ok ? double(differing(gb->forward(rest, true), want)) : INFINITY, 0.0);
     int regions = 0;
-    const std::size_t lo = used_bytes(cpu->config(), 20, regions);
+    const std::size_t lo = state_bytes_used(cpu->config(), 20, regions);
     add(rows, "snapshot", "backend: bytes() " + std::to_string(snap->bytes()) + " counts the copy (" +
                               std::to_string(lo) + "+)",
         snap->bytes() >= lo && snap->bytes() <= lo + std::size_t(regions) * 256 + 4096 ? 0.0 : 1.0, 0.0);
