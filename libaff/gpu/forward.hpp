@@ -50,6 +50,10 @@
 // matrices, stored as W Hᵀ, get H x: kernels/hadamard rotates the layer's input once per
 // token for w1/w3 and each pair's SwiGLU row for w2 (in layers with a rotated expert; w1 and
 // w3 then run as two launches), and the kernel reads the rotated copy for a flagged expert.
+// Each such expert is one extent (w1, w2, w3 as the container lays them out) that the kernels
+// find through the expert table [layer][expert] → address when they run, so an extent can
+// move, to other device memory or to mapped pinned host memory, between two replays of a
+// captured decode step (move_expert).
 // Any other ExpertSource (small shapes, unquantised container experts) is read through its
 // matvec at load into the dense stacks, for small models only.
 // Several GPUs (GpuOptions::devices, --gpus N): the layers are split into contiguous ranges,
