@@ -3,11 +3,11 @@
 # split and the GPU rewind were meant to change no behaviour, and this script checks that on a
 # GPU with binaries built elsewhere (tests/gpu/configure_portable.sh), in one go:
 #   1. tests: aff_gpu_tests (after) on the families these changes touch (expert_table,
-#      rewind, moe_gemv, moe_gemm, container, decode, forward, snapshot; multi_gpu too when
-#      two GPUs are visible);
+#      rewind, the kernels whose code was shared out, container, decode, forward, snapshot;
+#      multi_gpu too when two GPUs are visible);
 #   2. parity: aff-run before and after on the same inputs, every prompt position's and forced
 #      decode step's logits written with --logits-out and compared byte for byte (cmp):
-#      tiny-a, tiny-a-fp8, tiny-b, tiny-c (checkpoints), the same quantised by aff-quantize
+#      tiny-a, tiny-a-fp8, tiny-b, tiny-c, tiny-trained (checkpoints), the same quantised by aff-quantize
 #      (after), and a 4-layer real-geometry container (make_geometry_container: codebook
 #      experts through moe_gemv and moe_gemm); prompts of 3 tokens (GEMV prefill) and 40 (GEMM
 #      prefill), each then 8 forced decode steps (captured graphs);
@@ -64,7 +64,8 @@ make_geometry() {
 }
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  families=(expert_table rewind moe_gemv moe_gemm container decode forward snapshot)
+  families=(expert_table rewind moe_gemv moe_gemm fp8_gemv bf16_gemv rms_norm hc compressor indexer container decode
+            forward snapshot)
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
   [ "${gpus:-0}" -ge 2 ] && families+=(multi_gpu)
   echo "== aff_gpu_tests ${families[*]}"
@@ -79,13 +80,14 @@ fi
 
 if [ "$what" = parity ] || [ "$what" = all ]; then
   # The prompts and forced tokens: fixed ids under every fixture's vocabulary (the tiny ones
-  # have 512 or more; the geometry container the real 129280).
+  # have 256; tiny-trained 2048; the geometry container the real 129280).
   short="3,17,101"
-  long=$(seq -s, 7 11 445)            # 40 ids
-  forced="5,77,130,2,64,250,19,311"   # 8 decode steps
+  long=$(seq -s, 3 6 237)             # 40 ids
+  forced="5,77,130,2,64,250,19,201"   # 8 decode steps
+  fixtures=(tiny-a tiny-a-fp8 tiny-b tiny-c tiny-trained)
   models=()
-  for t in tiny-a tiny-a-fp8 tiny-b tiny-c; do models+=("$AFF_TEST_DATA/models/$t"); done
-  for t in tiny-a tiny-a-fp8 tiny-b tiny-c; do
+  for t in "${fixtures[@]}"; do models+=("$AFF_TEST_DATA/models/$t"); done
+  for t in "${fixtures[@]}"; do
     q="$out/$t.aff"
     if [ -f "$q" ] || SOURCE_DATE_EPOCH=1764547200 "$bins/after/aff-quantize" --src "$AFF_TEST_DATA/models/$t" --out "$q" >"$out/quantize-$t.log" 2>&1; then
       models+=("$q")
