@@ -19,7 +19,7 @@
 #   tests/gpu/issue15_device.sh pack BUILD_BEFORE BUILD_AFTER DIR
 #       copies and strips the binaries into DIR/before and DIR/after (DIR in .git/info/exclude)
 # on the device machine, from the repository root (tests/data travels with the tree):
-#   tests/gpu/issue15_device.sh run DIR [tests|parity|bench|all]     (default all)
+#   tests/gpu/issue15_device.sh run DIR [tests] [parity] [bench]     (default: all three)
 #   environment: OUT (results folder, default /tmp/issue15), GEO (container path, default
 #   $OUT/g4.aff: made once with the after build's make_geometry_container --layers 4).
 set -uo pipefail
@@ -43,10 +43,14 @@ if [ "${1:-}" = pack ]; then
   exit 0
 fi
 
-[ "${1:-}" = run ] && [ $# -ge 2 ] || { echo "usage: $0 pack BUILD_BEFORE BUILD_AFTER DIR | run DIR [tests|parity|bench|all]" >&2; exit 2; }
+[ "${1:-}" = run ] && [ $# -ge 2 ] || { echo "usage: $0 pack BUILD_BEFORE BUILD_AFTER DIR | run DIR [tests] [parity] [bench]" >&2; exit 2; }
 bins=$(cd "$2" && pwd) || exit 1
-what=${3:-all}
-case $what in tests|parity|bench|all) ;; *) echo "issue15_device.sh: unknown part '$what'" >&2; exit 2 ;; esac
+parts=("${@:3}")
+[ ${#parts[@]} -gt 0 ] || parts=(all)
+for w in "${parts[@]}"; do
+  case $w in tests|parity|bench|all) ;; *) echo "issue15_device.sh: unknown part '$w'" >&2; exit 2 ;; esac
+done
+wanted() { local w; for w in "${parts[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0; done; return 1; }
 for n in "${before_bins[@]}"; do [ -x "$bins/before/$n" ] || { echo "issue15_device.sh: missing $bins/before/$n" >&2; exit 1; }; done
 for n in "${after_bins[@]}"; do [ -x "$bins/after/$n" ] || { echo "issue15_device.sh: missing $bins/after/$n" >&2; exit 1; }; done
 out=${OUT:-/tmp/issue15}
@@ -63,7 +67,7 @@ make_geometry() {
   "$bins/after/make_geometry_container" "$geo" --layers 4 || { note "FAIL make_geometry_container"; failed=1; return 1; }
 }
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if wanted tests; then
   families=(expert_table rewind moe_gemv moe_gemm fp8_gemv bf16_gemv rms_norm hc compressor indexer container decode
             forward snapshot)
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -78,7 +82,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
        grep -E ' FAIL$' "$out/tests.txt" | head -20 | while read -r l; do echo "   $l"; done; fi
 fi
 
-if [ "$what" = parity ] || [ "$what" = all ]; then
+if wanted parity; then
   # The prompts and forced tokens: fixed ids under every fixture's vocabulary (the tiny ones
   # have 256; tiny-trained 2048; the geometry container the real 129280).
   short="3,17,101"
@@ -117,7 +121,7 @@ if [ "$what" = parity ] || [ "$what" = all ]; then
   else note "FAIL parity: $differ of $((same + differ)) cases differ"; failed=1; fi
 fi
 
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if wanted bench; then
   if make_geometry; then
     for round in 1 2; do
       for side in before after; do
