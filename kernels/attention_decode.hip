@@ -64,13 +64,6 @@ __device__ inline float4 zero4() {
     return v;
 }
 
-// A sequence's entry of the batch, by value: constant indices keep the batch in parameter space.
-template <class T>
-__device__ inline T pick(const T (&v)[kAttentionMaxBatch], int i) {
-    static_assert(kAttentionMaxBatch == 4, "pick() lists the entries");
-    return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
-}
-
 __device__ inline float4 madd(float4 acc, float p, float4 k) {
     acc.x = fmaf(p, k.x, acc.x);
     acc.y = fmaf(p, k.y, acc.y);
@@ -140,9 +133,9 @@ __global__ void __launch_bounds__(kThreads, 2) mqa_kernel(Batch b) {
     const int tid = static_cast<int>(dev::thread_x());
     const int which = static_cast<int>(dev::block_y()) / b.max_n;
     const int t = static_cast<int>(dev::block_y()) % b.max_n;
-    const AttentionArgs a = pick(b.seq, which);
+    const AttentionArgs a = dev::pick(b.seq, which);
     if (t >= a.n) return;
-    const int splits = pick(b.splits, which);
+    const int splits = dev::pick(b.splits, which);
     const int split = static_cast<int>(dev::block_x()) / b.groups;
     const int group = static_cast<int>(dev::block_x()) % b.groups;
     if (split >= splits) return;
@@ -152,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2) mqa_kernel(Batch b) {
     const QueryKeys qk = query_keys(a, start, t);
     // The token joins the ring (n = 1, checked on the host): its slot holds position start − W,
     // which this query does not read, so no block of the launch reads what this writes.
-    float* const ring = pick(b.ring, which);
+    float* const ring = dev::pick(b.ring, which);
     if (ring && split == 0 && group == 0) {
         float* dst = ring + static_cast<size_t>((start + t) % a.window) * kDim;
         for (int d = tid; d < kDim; d += kThreads) dst[d] = a.kv[static_cast<size_t>(t) * kDim + d];
@@ -345,8 +338,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Batch b) {
     __shared__ float sm_inv;
     const int which = static_cast<int>(dev::block_y()) / b.max_n;
     const int t = static_cast<int>(dev::block_y()) % b.max_n;
-    const AttentionArgs a = pick(b.seq, which);
-    const int splits = pick(b.splits, which);
+    const AttentionArgs a = dev::pick(b.seq, which);
+    const int splits = dev::pick(b.splits, which);
     if (t >= a.n || splits == 1) return;
     const int h = static_cast<int>(dev::block_x());
     const int tid = static_cast<int>(dev::thread_x());

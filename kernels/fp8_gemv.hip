@@ -55,13 +55,6 @@ struct Parts {
     int count;
 };
 
-// Part i's entry, by value: constant indices keep the struct in parameter space.
-template <class T>
-__device__ inline T pick(const T (&v)[kFp8GemvMaxParts], int i) {
-    static_assert(kFp8GemvMaxParts == 3, "pick() lists the entries");
-    return i == 0 ? v[0] : i == 1 ? v[1] : v[2];
-}
-
 template <int B, int kRows, bool kHw>
 __global__ void __launch_bounds__(kThreads, 2)
     fp8_gemv_kernel(Parts parts, int k, const float* __restrict__ x, int tpr_log2, Fp8GemvLayout layout) {
@@ -76,12 +69,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int part = parts.count > 2 && block >= parts.first_block[2] ? 2
                      : parts.count > 1 && block >= parts.first_block[1] ? 1
                                                                          : 0;
-    const uint8_t* __restrict__ w = pick(parts.w, part);
-    const uint8_t* __restrict__ scales = pick(parts.scales, part);
-    float* __restrict__ y = pick(parts.y, part);
-    const int n = pick(parts.n, part);
-    const int ldy = pick(parts.ldy, part);
-    const int row0 = ((block - pick(parts.first_block, part)) * (kThreads >> tpr_log2) + group) * kRows;
+    const uint8_t* __restrict__ w = dev::pick(parts.w, part);
+    const uint8_t* __restrict__ scales = dev::pick(parts.scales, part);
+    float* __restrict__ y = dev::pick(parts.y, part);
+    const int n = dev::pick(parts.n, part);
+    const int ldy = dev::pick(parts.ldy, part);
+    const int row0 = ((block - dev::pick(parts.first_block, part)) * (kThreads >> tpr_log2) + group) * kRows;
     const int chunks = k / 16;
     float acc[V];
 #pragma unroll
