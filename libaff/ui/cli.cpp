@@ -5,6 +5,7 @@
 #include "libaff/core/error.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -23,8 +24,15 @@ namespace {
 std::deque<Common> g_common;  // stable addresses for the options' storage
 std::deque<std::size_t> g_threads;
 std::deque<Gpu> g_gpu;
+std::deque<Ui> g_ui;
+std::atomic<void (*)()> g_terminal_restore{nullptr};
+
+void restore_terminal() {
+    if (void (*restore)() = g_terminal_restore.exchange(nullptr)) restore();
+}
 
 extern "C" void on_sigint(int) {
+    restore_terminal();
     remove_registered_temporaries();
     ::_exit(exit_interrupted);
 }
@@ -33,6 +41,7 @@ extern "C" void on_sigint(int) {
 // temporary beside the output either; after the cleanup the signal is re-raised with its
 // default action, so the parent sees the death by signal it asked for.
 extern "C" void on_termination(int sig) {
+    restore_terminal();
     remove_registered_temporaries();
     std::signal(sig, SIG_DFL);
     std::raise(sig);
@@ -126,6 +135,19 @@ CLI::Validator number_between(double min, double max) {
         },
         "NUMBER in [" + format_bound(min) + ", " + format_bound(max) + "]", "number range");
 }
+
+Ui& add_ui(CLI::App& app) {
+    Ui& u = g_ui.emplace_back();
+    app.add_option("--ui", u.mode, "live view: auto (the dashboard on a terminal, stats lines otherwise), dash, plain")
+        ->check(CLI::IsMember({"auto", "dash", "plain"}))
+        ->default_str("auto");
+    app.add_option("--ui-interval-ms", u.interval_ms, "milliseconds between plain stats lines")
+        ->check(CLI::Range(10, 3600000))
+        ->default_str("1000");
+    return u;
+}
+
+void set_terminal_restore(void (*restore)()) { g_terminal_restore = restore; }
 
 void print_error(const std::string& tool, const std::string& message) {
     std::fflush(stdout);

@@ -45,6 +45,13 @@ struct Gpu {
 // Adds --gpus N and --gpu-mib MIB; returns the struct they fill.
 Gpu& add_gpu(CLI::App& app);
 
+struct Ui {
+    std::string mode = "auto";  // --ui: auto, dash, plain (libaff/ui/live_view.hpp)
+    int interval_ms = 1000;     // --ui-interval-ms: plain stats lines
+};
+// Adds --ui MODE and --ui-interval-ms MS; returns the struct they fill.
+Ui& add_ui(CLI::App& app);
+
 // Checks of numeric option values whose messages name the bound plainly (CLI11's own
 // open ranges print DBL_MAX): "expected a whole number >= 1, got \"gl\"".
 CLI::Validator whole_number_at_least(long long min);
@@ -55,6 +62,10 @@ CLI::Validator number_between(double min, double max);
 // and runs body. body returns the exit status.
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body,
         const SingleDashAliases& aliases = {});
+
+// A function the signal handlers call before the process ends (the live view restores
+// the terminal with it); it must be async-signal-safe. nullptr clears it.
+void set_terminal_restore(void (*restore)());
 
 // Prints "<tool>: <message>" on stderr; for warnings from tool mains.
 void print_error(const std::string& tool, const std::string& message);
