@@ -18,11 +18,15 @@
 #include "libaff/trace/recorder.hpp"
 #include "libaff/tokenizer/tokenizer.hpp"
 #include "libaff/ui/cli.hpp"
+#include "libaff/ui/live_view.hpp"
+#include "libaff/ui/plane_source.hpp"
+#include "libaff/ui/stats.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
     for (CLI::Option* o : {t_opt, dump_tokens_opt, dump_logits_opt, logits_out_opt, route_trace_opt, forced_opt}) chat_opt->excludes(o);
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
+    const aff::cli::Ui& ui = aff::cli::add_ui(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
@@ -174,12 +179,13 @@ int main(int argc, char** argv) {
         backend_options.gpus = gpu.gpus;
         backend_options.gpu_mib = gpu.gpu_mib;
         auto backend = aff::ForwardBackend::open(*model, model_path, backend_options, fwd);
-        if (!common.quiet) {
-            std::fprintf(stderr, "aff-run: %s\n", backend->describe().c_str());
-            std::fprintf(stderr, "aff-run: loaded in %.1f s\n", seconds_since(load_start));
-        }
+        const double load_seconds = seconds_since(load_start);
 
         if (chat) {
+            if (!common.quiet) {
+                std::fprintf(stderr, "aff-run: %s\n", backend->describe().c_str());
+                std::fprintf(stderr, "aff-run: loaded in %.1f s\n", load_seconds);
+            }
             aff::ChatSessionOptions options;
             options.system = system;
             options.max_new_tokens = gen.max_new_tokens;
@@ -190,13 +196,26 @@ int main(int argc, char** argv) {
             return chat_loop(session, prompt, common.quiet);
         }
 
+        // The live view (--ui): figures published from the callbacks below, drawn off this thread.
+        aff::ui::StatsBoard board("aff-run");
+        std::filesystem::path name(model_path);
+        if (name.filename().empty()) name = name.parent_path();  // "dir/"
+        board.set_title(name.filename().string() + " | " + backend->describe());
+        board.publish_plane(aff::ui::resident_expert_plane(config, backend->on_gpu()));
+        aff::ui::LiveView view(board, aff::ui::live_view_options(ui, common.quiet));
+        if (!common.quiet) {
+            view.log("aff-run: " + backend->describe());
+            char loaded[64];
+            std::snprintf(loaded, sizeof loaded, "aff-run: loaded in %.1f s", load_seconds);
+            view.log(loaded);
+        }
+
         std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
         if (tok) stream = std::make_unique<aff::tokenizer::StreamDecoder>(*tok);
         if (!no_echo) {
-            if (tok && tokens_text.empty()) std::cout << prompt;
-            else if (tok) std::cout << tok->decode(gen.prompt);
-            else for (auto t : gen.prompt) std::cout << t << ' ';
-            std::cout.flush();
+            if (tok && tokens_text.empty()) view.output(prompt);
+            else if (tok) view.output(tok->decode(gen.prompt));
+            else for (auto t : gen.prompt) view.output(std::to_string(t) + ' ');
         }
         std::vector<std::int32_t> generated;
         std::unique_ptr<aff::LogitsFileWriter> logits_file;
@@ -206,12 +225,12 @@ int main(int argc, char** argv) {
         const auto gen_start = std::chrono::steady_clock::now();
         double first_token_seconds = 0;
         aff::GenerateCallbacks cb;
+        const std::uint64_t request = board.add_request(gen.prompt.size());
         cb.on_token = [&](std::int32_t t) {
+            board.add_token(request);
             if (generated.empty()) first_token_seconds = seconds_since(gen_start);
             generated.push_back(t);
-            if (stream) std::cout << stream->push(t);
-            else std::cout << t << ' ';
-            std::cout.flush();
+            view.output(stream ? stream->push(t) : std::to_string(t) + ' ');
         };
         if (logits_file || dump_logits > 0)
             cb.on_logits = [&](std::int64_t pos, std::int32_t t, std::span<const float> logits) {
@@ -229,9 +248,11 @@ int main(int argc, char** argv) {
             prefilled = true;
             return backend->forward(tokens, all_logits);
         };
+        board.start_request(request);
         const aff::GenerateStats st = aff::generate(config, forward, backend->position(), gen, cb);
-        if (stream) std::cout << stream->finish();
-        std::cout << '\n';
+        board.finish_request(request);
+        view.output((stream ? stream->finish() : std::string()) + '\n');
+        view.stop();
         if (logits_file) logits_file->commit();
         if (recorder) recorder->publish();
         if (dump_tokens) {

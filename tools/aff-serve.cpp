@@ -10,6 +10,10 @@
 #include "libaff/serve/test_engine.hpp"
 #include "libaff/gpu/backend.hpp"
 #include "libaff/ui/cli.hpp"
+#include "libaff/ui/live_view.hpp"
+#include "libaff/ui/plane_source.hpp"
+#include "libaff/ui/serve_feed.hpp"
+#include "libaff/ui/stats.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -73,6 +77,7 @@ int main(int argc, char** argv) {
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
+    const aff::cli::Ui& ui = aff::cli::add_ui(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
@@ -98,18 +103,25 @@ int main(int argc, char** argv) {
         http.request_timeout_ms = timeout_s * 1000;
         http.write_timeout_ms = timeout_s * 1000;
         http.idle_timeout_ms = timeout_s * 2000;
-        if (!common.quiet)
-            service.log = [](const std::string& line) { std::fprintf(stderr, "aff-serve: %s\n", line.c_str()); };
+        // The live view (--ui): the server's requests feed its board; drawn off the server's threads.
+        aff::ui::StatsBoard board("aff-serve");
+        board.set_title("loading");
+        aff::ui::ServeFeed feed(board);
+        aff::ui::LiveView view(board, aff::ui::live_view_options(ui, common.quiet));
+        auto say = [&](const std::string& line) { view.log("aff-serve: " + line); };
+        service.observer = &feed;
+        if (!common.quiet) service.log = say;
         aff::serve::Service svc(service);
         aff::serve::HttpServer server(http, svc);
-        std::fprintf(stderr, "aff-serve: listening on http://%s:%u\n", http.host.c_str(), unsigned(server.port()));
+        say("listening on http://" + http.host + ":" + std::to_string(server.port()));
         std::exception_ptr load_error;
         std::thread loader([&] {
             try {
                 if (test_engine) {
                     std::this_thread::sleep_for(std::chrono::milliseconds(test_load_ms));
                     svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
-                    if (!common.quiet) std::fprintf(stderr, "aff-serve: ready (scripted test engine, not a model)\n");
+                    board.set_title("scripted test engine");
+                    if (!common.quiet) say("ready (scripted test engine, not a model)");
                 } else {
                     const auto t0 = std::chrono::steady_clock::now();
                     auto model = aff::serve::ModelEngine::load(engine);
@@ -117,10 +129,13 @@ int main(int argc, char** argv) {
                     const std::size_t ctx = ctx_size ? std::min(ctx_size, model->context_size()) : model->context_size();
                     const std::string id = model->model_id(), where = model->backend_description();
                     const std::string cache = model->prefix_cache_description();
+                    board.set_title(id + " | " + where);
+                    board.publish_plane(aff::ui::resident_expert_plane(model->model().config(), model->on_gpu()));
                     svc.set_engine(std::move(model));
-                    if (!common.quiet)
-                        std::fprintf(stderr, "aff-serve: ready: %s loaded in %.1f s (context %zu tokens; %s; %s)\n",
-                                     id.c_str(), s, ctx, where.c_str(), cache.c_str());
+                    char line[512];
+                    std::snprintf(line, sizeof line, "ready: %s loaded in %.1f s (context %zu tokens; %s; %s)", id.c_str(), s,
+                                  ctx, where.c_str(), cache.c_str());
+                    if (!common.quiet) say(line);
                 }
             } catch (...) {
                 load_error = std::current_exception();

@@ -363,8 +363,10 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
     max_tokens = std::min(max_tokens, room);
     const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
 
+    ObservedRequest watch(options_.observer, tokens.size());
     Scheduler::Turn turn;
     if (std::optional<Outcome> refused = wait_for_turn(turn, response, out)) return *refused;
+    watch.started();
 
     const std::string model = options_.model_id;
     ChatReplyBuilder builder(random_id("chatcmpl-"), model, unix_now());
@@ -403,7 +405,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         if (stream) write_deltas(deltas);
         return client_ok;
     };
-    const GenerationResult result = generate(*engine_, tokens, params, hooks);
+    const GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
     if (settle_generation(result, turn, stream, response, out)) return out;
     events.clear();
     parser->finish(events);
@@ -463,8 +465,10 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     const std::size_t max_tokens = std::min(r.sampling.max_tokens.value_or(16), room);
     const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
 
+    ObservedRequest watch(options_.observer, tokens.size());
     Scheduler::Turn turn;
     if (std::optional<Outcome> refused = wait_for_turn(turn, response, out)) return *refused;
+    watch.started();
     const std::string id = random_id("cmpl-");
     const std::int64_t created = unix_now();
     auto chunk = [&](const std::string& text, const json& finish, const json& logprobs) {
@@ -510,7 +514,7 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
         }
         return client_ok;
     };
-    const GenerationResult result = generate(*engine_, tokens, params, hooks);
+    const GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
     if (settle_generation(result, turn, stream, response, out)) return out;
     const std::string finish = to_string(result.finish);
     if (stream)

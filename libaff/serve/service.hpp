@@ -11,6 +11,7 @@
 #include "libaff/serve/http_server.hpp"
 #include "libaff/serve/metrics.hpp"
 #include "libaff/serve/openai_request.hpp"
+#include "libaff/serve/request_observer.hpp"
 #include "libaff/serve/scheduler.hpp"
 
 #include <atomic>
@@ -42,6 +43,7 @@ struct ServiceOptions {
     int retry_after_s = 5;             // advertised on 503
     bool log_prompts = false;
     std::function<void(const std::string&)> log;  // one line per request; null = silent
+    RequestObserver* observer = nullptr;          // sees every generation request (the live view)
 };
 
 class Service final : public HttpHandler {
