@@ -20,6 +20,7 @@
 #include "libaff/ui/cli.hpp"
 #include "libaff/ui/live_view.hpp"
 #include "libaff/ui/plane_source.hpp"
+#include "libaff/ui/route_heat.hpp"
 #include "libaff/ui/stats.hpp"
 
 #include <CLI/CLI.hpp>
@@ -242,6 +243,14 @@ int main(int argc, char** argv) {
             recorder = std::make_unique<aff::trace::RouteRecorder>(route_trace, aff::trace::trace_header_for(model->config(), model_path));
             backend->set_route_observer(recorder.get());
         }
+        // The dashboard's plane heat watches the router too, passing events on to the recorder.
+        std::unique_ptr<aff::ui::RouteHeat> heat;
+        if (view.dash()) {
+            heat = std::make_unique<aff::ui::RouteHeat>(board, aff::ui::resident_expert_plane(config, backend->on_gpu()),
+                                                        recorder.get());
+            if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { backend->set_route_observer(o); }, *heat))
+                heat.reset();
+        }
         bool prefilled = false;  // the first call runs the prompt; every later one a generated token
         const aff::ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
             if (recorder) recorder->begin(0, prefilled ? aff::trace::Phase::decode : aff::trace::Phase::prefill);
@@ -251,6 +260,7 @@ int main(int argc, char** argv) {
         board.start_request(request);
         const aff::GenerateStats st = aff::generate(config, forward, backend->position(), gen, cb);
         board.finish_request(request);
+        if (heat) heat->publish();
         view.output((stream ? stream->finish() : std::string()) + '\n');
         view.stop();
         if (logits_file) logits_file->commit();

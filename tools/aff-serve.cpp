@@ -12,6 +12,7 @@
 #include "libaff/ui/cli.hpp"
 #include "libaff/ui/live_view.hpp"
 #include "libaff/ui/plane_source.hpp"
+#include "libaff/ui/route_heat.hpp"
 #include "libaff/ui/serve_feed.hpp"
 #include "libaff/ui/stats.hpp"
 
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
         auto say = [&](const std::string& line) { view.log("aff-serve: " + line); };
         service.observer = &feed;
         if (!common.quiet) service.log = say;
+        std::unique_ptr<aff::ui::RouteHeat> heat;  // watches the engine's routing; outlives it
         aff::serve::Service svc(service);
         aff::serve::HttpServer server(http, svc);
         say("listening on http://" + http.host + ":" + std::to_string(server.port()));
@@ -130,7 +132,13 @@ int main(int argc, char** argv) {
                     const std::string id = model->model_id(), where = model->backend_description();
                     const std::string cache = model->prefix_cache_description();
                     board.set_title(id + " | " + where);
-                    board.publish_plane(aff::ui::resident_expert_plane(model->model().config(), model->on_gpu()));
+                    const aff::ui::ExpertPlane plane = aff::ui::resident_expert_plane(model->model().config(), model->on_gpu());
+                    board.publish_plane(plane);
+                    if (view.dash()) {  // the plane's heat from the router, passed on to --route-trace's recorder
+                        heat = std::make_unique<aff::ui::RouteHeat>(board, plane, model->route_recorder());
+                        if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { model->set_route_observer(o); }, *heat))
+                            heat.reset();
+                    }
                     svc.set_engine(std::move(model));
                     char line[512];
                     std::snprintf(line, sizeof line, "ready: %s loaded in %.1f s (context %zu tokens; %s; %s)", id.c_str(), s,

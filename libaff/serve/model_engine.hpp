@@ -86,6 +86,11 @@ public:
     void set_prefix_cache(std::size_t bytes);
     // Records every later forward's routing (not owned by the backend: kept here).
     void set_route_recorder(std::unique_ptr<trace::RouteRecorder> recorder);
+    // Another watcher of the routing (aff-serve's live view): `observer` takes the recorder's
+    // place on the backend and must pass every event on to route_recorder() (null: none).
+    // Throws unsupported where the backend has no route hook (the GPU forward).
+    void set_route_observer(RouteObserver* observer) { backend_->set_route_observer(observer); }
+    RouteObserver* route_recorder() const { return recorder_.get(); }
     // For the start-up line: "prefix cache 4.00 GiB", "prefix cache off", or why there is none.
     const std::string& prefix_cache_description() const { return cache_description_; }
 

@@ -1,8 +1,9 @@
 // Where the expert plane's figures come from until the engine publishes its own. Tiers
 // are real today: every backend keeps all routed experts in one place (the CPU reference
 // in host memory, the GPU forward in device memory), so the plane is one colour. Heat is
-// a placeholder, marked as such on the plane, until a route observer of the forward
-// reports which experts each token chose; the tiered expert store will replace both.
+// a placeholder, marked as such on the plane, until RouteHeat (route_heat.hpp) replaces it
+// from the forward's route hook (the CPU path has one; the GPU forward not yet); the tiered
+// expert store will publish both.
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"
