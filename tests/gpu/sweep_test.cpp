@@ -6,11 +6,11 @@
 //     token-by-token decode steps, and the reference's argmax wherever its top-2 margin exceeds 1e-3;
 //   default mode (prefill GEMMs and the indexer's scores on bf16 inputs): its stated bound against
 //     exact mode on the same prompt. The bf16 inputs move each product by up to 2^-9 relative; that is
-//     about 4e-3 per layer, but a top-k choice (router or indexer) decided by less than that flips and
-//     moves every later position by O(0.1). So the bound is kDefaultMaxRelBeforeFlip at the positions
-//     before the first position where exact and default mode choose differently (found as the first
-//     position whose difference exceeds it), at least half the prompt before that, and the fraction of
-//     argmax agreements overall printed (not bounded: it is a property of the random model).
+//     about 4e-3 per layer and up to 1.6e-2 at the logits (measured, H200), but a top-k choice (router
+//     or indexer) decided by less than that may flip and move every later position by O(0.1). So the
+//     bound, kDefaultMaxRel = 3e-2 of the logits' scale, holds at the positions before the first one
+//     where the CPU made a choice by a relative margin under 3e-2; how soon such a choice comes and how
+//     many argmaxes differ after it are properties of the random model, printed, not bounded.
 #include "device_test.hpp"
 
 #include "tests/common/v4_sweep.hpp"
@@ -35,7 +35,7 @@ using namespace aff::gpu::test;
 namespace {
 
 constexpr double kExactMaxRel = 1e-4;
-constexpr double kDefaultMaxRelBeforeFlip = 3e-2;
+constexpr double kDefaultMaxRel = 3e-2;
 
 struct Golden {
     std::vector<std::int32_t> tokens;
@@ -147,24 +147,30 @@ void sweep(std::vector<Row>& rows) {
             add(rows, "sweep", c.name + " exact, " + what + ": argmax flips (margin > 1e-3)", double(p.flips), 0.0);
         }
 
+        // Where default mode may choose otherwise: the CPU's choice margins (router and indexer
+        // top-k, relative gap of the last chosen to the best left out; exact ties at 0 are exact
+        // in both modes). From the first position with a margin under kDefaultMaxRel on, a
+        // different choice is within the bf16 rounding's reach, and its effect travels on.
+        aff::SelectionMargins margins;
+        aff::DecodeState cst = cpu->new_state();
+        cst.margins = &margins;
+        cpu->forward(cst, g.tokens, false);
+        int reach = S;
+        for (int q = 0; q < S && q < int(margins.by_position.size()); ++q)
+            if (margins.by_position[q] < kDefaultMaxRel) {
+                reach = q;
+                break;
+            }
         aff::gpu::GpuModel gd(*cpu, &ck, aff::gpu::GpuOptions{});
         const std::vector<float> fast = run(gd, g.tokens, {S});
         const Positions p = positions(fast, whole, V);
-        int first_flip = S;
-        for (int q = 0; q < S; ++q)
-            if (p.rel[q] > kDefaultMaxRelBeforeFlip) {
-                first_flip = q;
-                break;
-            }
         double before = 0;
-        for (int q = 0; q < first_flip; ++q) before = std::max(before, p.rel[q]);
-        std::printf("sweep %s default mode: max rel %.3g over the %d positions before the first choice that "
-                    "differs (of %d), %d argmax flips\n",
-                    c.name.c_str(), before, first_flip, S, p.flips);
-        add(rows, "sweep", c.name + " default vs exact, whole prompt: max rel before the first differing choice",
-            before, kDefaultMaxRelBeforeFlip);
-        add(rows, "sweep", c.name + " default vs exact: positions before the first differing choice < half",
-            first_flip * 2 >= S ? 0.0 : 1.0, 0.0);
+        for (int q = 0; q < reach; ++q) before = std::max(before, p.rel[q]);
+        std::printf("sweep %s default mode: max rel %.3g over the %d of %d positions before the first choice "
+                    "within its reach; %d argmax flips over the prompt\n",
+                    c.name.c_str(), before, reach, S, p.flips);
+        add(rows, "sweep", c.name + " default vs exact: max rel over the " + std::to_string(reach) +
+            " positions before a near choice", before, kDefaultMaxRel);
     }
 }
 
