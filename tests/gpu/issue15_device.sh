@@ -8,7 +8,7 @@
 #   2. parity: aff-run before and after on the same inputs, every prompt position's and forced
 #      decode step's logits written with --logits-out and compared byte for byte (cmp):
 #      tiny-a, tiny-a-fp8, tiny-b, tiny-c, tiny-trained (checkpoints), the same quantised by aff-quantize
-#      (after), and a 4-layer real-geometry container (make_geometry_container: codebook
+#      (after), the shipped containers (tests/data/models/*.aff), and a 4-layer real-geometry container (make_geometry_container: codebook
 #      experts through moe_gemv and moe_gemm); prompts of 3 tokens (GEMV prefill) and 40 (GEMM
 #      prefill), each then 8 forced decode steps (captured graphs);
 #   3. bench: decode_bench before, after, before, after on the geometry container (the
@@ -99,6 +99,7 @@ if wanted parity; then
       note "FAIL aff-quantize $t (see $out/quantize-$t.log)"; failed=1
     fi
   done
+  for f in "$AFF_TEST_DATA"/models/*.aff; do models+=("$f"); done  # the shipped containers (tiny-trained.aff)
   make_geometry && models+=("$geo")
   same=0 differ=0
   for m in "${models[@]}"; do
