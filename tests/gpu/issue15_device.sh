@@ -51,7 +51,9 @@ for w in "${parts[@]}"; do
   case $w in tests|parity|bench|all) ;; *) echo "issue15_device.sh: unknown part '$w'" >&2; exit 2 ;; esac
 done
 wanted() { local w; for w in "${parts[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0; done; return 1; }
-for n in "${before_bins[@]}"; do [ -x "$bins/before/$n" ] || { echo "issue15_device.sh: missing $bins/before/$n" >&2; exit 1; }; done
+if wanted parity || wanted bench; then
+  for n in "${before_bins[@]}"; do [ -x "$bins/before/$n" ] || { echo "issue15_device.sh: missing $bins/before/$n" >&2; exit 1; }; done
+fi
 for n in "${after_bins[@]}"; do [ -x "$bins/after/$n" ] || { echo "issue15_device.sh: missing $bins/after/$n" >&2; exit 1; }; done
 out=${OUT:-/tmp/issue15}
 mkdir -p "$out" || exit 1
