@@ -45,6 +45,8 @@ void StatsBoard::advance_seconds(Clock::time_point now) {
         ++first_second_;
     }
     while (!recent_.empty() && now - recent_.front().at > std::chrono::seconds(1)) recent_.pop_front();
+    // The rate needs no more than a few thousand of them (and the view reads them all 5 times a second).
+    while (recent_.size() > kept_recent) recent_.pop_front();
 }
 
 StatsBoard::Request* StatsBoard::find(std::uint64_t id) {

@@ -124,6 +124,7 @@ public:
     static constexpr std::size_t kept_done = 16;     // finished requests kept as rows
     static constexpr std::size_t kept_log = 64;      // log lines kept
     static constexpr std::size_t kept_output = 4096; // bytes of output kept
+    static constexpr std::size_t kept_recent = 4096; // decode tokens of the last second kept for its rate
 
 private:
     struct Request {

@@ -39,7 +39,7 @@ done
 printf '%s\n' "${plain[@]}" > "$work/plain"
 printf '%s\n' "${dash[@]}" > "$work/dash"
 stats() { awk '{ s += $1; q += $1 * $1; n++; if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1 }
-  END { m = s / n; sd = sqrt(q / n - m * m); printf "%.1f %.1f %.1f %.1f", m, sd, min, max }' "$1"; }
+  END { m = s / n; v = q / n - m * m; sd = sqrt(v > 0 ? v : 0); printf "%.1f %.1f %.1f %.1f\n", m, sd, min, max }' "$1"; }
 read -r pm psd pmin pmax < <(stats "$work/plain")
 read -r dm dsd dmin dmax < <(stats "$work/dash")
 echo "ui_cost_bench: $(nproc) cores, tiny-a, $tokens tokens, $threads thread(s), $runs runs each, alternating"

@@ -48,6 +48,16 @@ TEST_CASE("the idle gap between two requests is not counted as decoding", "[ui]"
     CHECK(b.snapshot(t0 + 600ms).throughput.decode_tok_s == Approx(80).epsilon(1e-6));
 }
 
+TEST_CASE("a fast decode keeps only the latest tokens for its rate, and the rate is right", "[ui]") {
+    const Clock::time_point t0 = Clock::now();
+    StatsBoard b("aff-run", t0);
+    const auto id = b.add_request(1, t0);
+    b.start_request(id, t0);
+    for (int i = 0; i <= 10000; ++i) b.add_token(id, t0 + i * 50us);  // 20 000 tok/s for half a second
+    CHECK(b.snapshot(t0 + 500ms).throughput.decode_tok_s == Approx(20000).epsilon(1e-6));
+    CHECK(b.snapshot(t0 + 500ms).throughput.generated_tokens == 10001);
+}
+
 TEST_CASE("cached prompt tokens are not counted as prefilled", "[ui]") {
     const Clock::time_point t0 = Clock::now();
     StatsBoard b("aff-serve", t0);
