@@ -45,7 +45,7 @@ std::vector<chat::PromptPiece> render_dsv4_pieces(const ChatPrompt& prompt) {
     options.mode = prompt.thinking ? chat::ThinkingMode::thinking : chat::ThinkingMode::chat;
     options.effort = prompt.reasoning_effort == "max" ? chat::ReasoningEffort::max : chat::ReasoningEffort::none;
     const nlohmann::ordered_json tools = prompt.tools.empty() ? nlohmann::ordered_json(nullptr) : prompt.tools;
-    return chat::render_prompt_pieces(messages, tools, options);
+    return chat::render_prompt_pieces(messages, tools, options, prompt.response_format);
 }
 
 std::string render_dsv4_prompt(const ChatPrompt& prompt) {

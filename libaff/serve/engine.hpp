@@ -48,6 +48,9 @@ struct ChatPrompt {
     nlohmann::ordered_json tools = nlohmann::ordered_json::array();
     bool thinking = false;
     std::string reasoning_effort;  // "", "low", "medium", "high", "max"
+    // The request's response_format when it asks for JSON (rendered into the system
+    // message, as the chat encoding does); null otherwise.
+    nlohmann::ordered_json response_format = nullptr;
 };
 
 // Pieces of a chat reply as the text streams in.

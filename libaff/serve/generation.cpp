@@ -78,8 +78,17 @@ GenerationResult generate(Engine& engine, const std::vector<std::int32_t>& promp
     };
 
     result.finish = FinishReason::length;
+    std::vector<float> masked;
     while (result.completion_tokens < params.max_tokens) {
-        const std::int32_t token = sampler.sample(logits);
+        std::int32_t token;
+        if (params.constraint) {
+            masked.assign(logits.begin(), logits.end());
+            params.constraint->mask(masked);
+            token = sampler.sample(masked);
+            params.constraint->accept(token);
+        } else {
+            token = sampler.sample(logits);
+        }
         ++result.completion_tokens;
         GenerationStep step;
         step.token = token;

@@ -7,10 +7,12 @@
 #pragma once
 
 #include "libaff/runtime/sampler.hpp"
+#include "libaff/runtime/token_constraint.hpp"
 #include "libaff/serve/engine.hpp"
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct GenerationParams {
     SamplerParams sampling;
     std::vector<std::string> stop;
     int logprobs = -1;  // -1 none; k >= 0: the chosen token's logprob plus the top k
+    // Structured output or a forced tool call: masks the logits before each sample
+    // (logprobs still report the model's own distribution). Null: unconstrained.
+    std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct StepLogprob {

@@ -4,6 +4,8 @@
 // into an ApiError, so nothing escapes as an exception.
 #include "libaff/serve/openai_request.hpp"
 
+#include "libaff/core/error.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -290,8 +292,29 @@ ChatRequest parse_chat(std::string_view body, bool default_thinking) {
     if (const json* rf = field(j, "response_format")) {
         if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
         const json* t = field(*rf, "type");
-        if (!t || get_string(*t, "response_format.type") != "text")
-            invalid("response_format", "only 'response_format' {\"type\": \"text\"} is supported", "unsupported_value");
+        if (!t) invalid("response_format.type", "'response_format.type' is required", "missing_required_parameter");
+        const std::string type = get_string(*t, "response_format.type");
+        if (type == "json_object") {
+            r.grammar = JsonGrammar::any_object();
+        } else if (type == "json_schema") {
+            const json* js = field(*rf, "json_schema");
+            if (!js || !js->is_object())
+                invalid("response_format.json_schema", "'response_format.json_schema' must be an object", "invalid_value");
+            const json* schema = field(*js, "schema");
+            if (!schema) invalid("response_format.json_schema.schema", "'response_format.json_schema.schema' is required",
+                                 "missing_required_parameter");
+            try {
+                r.grammar = JsonGrammar::from_schema(*schema);
+            } catch (const Error& e) {
+                invalid("response_format.json_schema.schema", std::string("response_format.json_schema.") + e.what(),
+                        "unsupported_value");
+            }
+        } else if (type != "text") {
+            invalid("response_format.type", "'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+                    "invalid_value");
+        }
+        // The model is told the format in its own prompt (the chat encoding's response-format block).
+        if (r.grammar) r.prompt.response_format = *rf;
     }
 
     // Thinking: chat_template_kwargs (vLLM, SGLang), then DeepSeek's `thinking`

@@ -8,11 +8,13 @@
 // of llama-server's /tokenize and /detokenize are read here too, with the same errors.
 #pragma once
 
+#include "libaff/runtime/json_grammar.hpp"
 #include "libaff/serve/engine.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +53,9 @@ struct ChatRequest {
     std::string tool_choice = "auto";  // auto, none, required, function
     std::string tool_choice_name;      // for "function"
     bool thinking_requested = false;   // the request said something about thinking
+    // response_format json_object or json_schema: the grammar the reply is sampled under
+    // (compiled here, once per request); null for text.
+    std::shared_ptr<const JsonGrammar> grammar;
 };
 
 struct CompletionRequest {

@@ -6,6 +6,7 @@
 #include "libaff/serve/llama_endpoints.hpp"
 #include "libaff/serve/openai_response.hpp"
 #include "libaff/serve/sse.hpp"
+#include "libaff/tokenizer/dsv4_strings.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -64,6 +65,14 @@ Service::Service(ServiceOptions options) : options_(std::move(options)), schedul
 
 void Service::set_engine(std::unique_ptr<Engine> engine) {
     engine_ = std::move(engine);
+    // Indexed once: every constrained request masks over these bytes.
+    std::vector<std::string> bytes(engine_->vocab_size());
+    std::vector<std::int32_t> ends;
+    for (std::size_t id = 0; id < bytes.size(); ++id) {
+        if (engine_->is_end_token(std::int32_t(id))) ends.push_back(std::int32_t(id));
+        else bytes[id] = engine_->token_text(std::int32_t(id));
+    }
+    token_bytes_ = std::make_shared<TokenBytes>(std::move(bytes), std::move(ends));
     if (options_.model_id.empty()) options_.model_id = engine_->model_id();
     ready_.store(true);
 }
@@ -261,6 +270,25 @@ Service::Outcome Service::utility(const HttpRequest& request, HttpResponse& resp
     }
 }
 
+// response_format json_object / json_schema: the reply is one JSON value of the grammar.
+// tool_choice "required" or a named function: the reply opens the chat encoding's
+// tool-call block with one of the shown tools' names; the call's arguments are the
+// model's. A thinking reply is constrained only after its reasoning ends.
+std::shared_ptr<TokenConstraint> Service::constraint_for(const ChatRequest& r, const ChatPrompt& prompt) const {
+    const std::string after = prompt.thinking ? std::string(chat::dsv4::think_end) : "";
+    if (r.grammar) return std::make_shared<JsonConstraint>(token_bytes_, r.grammar, after);
+    if ((r.tool_choice == "required" || r.tool_choice == "function") && !prompt.tools.empty()) {
+        // As the chat encoding writes a call (chat_render.cpp's render_tool_calls).
+        const std::string dsml(chat::dsv4::dsml);
+        std::vector<std::string> openings;
+        for (const auto& t : prompt.tools)
+            openings.push_back("\n\n<" + dsml + "tool_calls>\n<" + dsml + "invoke name=\"" +
+                               t["function"].value("name", "") + "\">\n");
+        return std::make_shared<PrefixConstraint>(token_bytes_, std::move(openings), after);
+    }
+    return nullptr;
+}
+
 std::optional<ApiError> Service::check_ready_and_fit(std::size_t prompt_tokens) const {
     const std::size_t ctx = context_size();
     if (prompt_tokens >= ctx)
@@ -361,7 +389,8 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
     std::size_t max_tokens = r.sampling.max_tokens.value_or(room);
     if (options_.max_tokens_floor > 0) max_tokens = std::max(max_tokens, options_.max_tokens_floor);
     max_tokens = std::min(max_tokens, room);
-    const GenerationParams params = generation_params(r.sampling, max_tokens, options_);
+    GenerationParams params = generation_params(r.sampling, max_tokens, options_);
+    params.constraint = constraint_for(r, prompt);
 
     ObservedRequest watch(options_.observer, tokens.size());
     Scheduler::Turn turn;

@@ -88,8 +88,12 @@ private:
     std::size_t context_size() const;
     void log_line(const HttpRequest& request, const Outcome& outcome, double ms);
 
+    // The constraint structured output or a forced tool call samples under (null: none).
+    std::shared_ptr<TokenConstraint> constraint_for(const ChatRequest& request, const ChatPrompt& prompt) const;
+
     ServiceOptions options_;
     std::unique_ptr<Engine> engine_;
+    std::shared_ptr<const TokenBytes> token_bytes_;  // the engine's vocabulary, for constraints
     std::atomic<bool> ready_{false};
     Scheduler scheduler_;
     Metrics metrics_;

@@ -95,7 +95,7 @@ std::unique_ptr<ChatOutputParser> TestEngine::chat_parser(const ChatPrompt& prom
 std::span<const float> TestEngine::prefill(std::span<const std::int32_t> tokens) {
     const std::string text = bytes_of(tokens);
     reply_.clear();
-    endless_ = random_ = false;
+    endless_ = random_ = json_ = false;
     position_ = 0;
     count_next_ = 1;
     const bool thinking = ends_with(text, kThinkOpen);
@@ -114,7 +114,9 @@ std::span<const float> TestEngine::prefill(std::span<const std::int32_t> tokens)
     if (tool_result) content = content.substr(result_open.size(), content.find(result_close) - result_open.size());
     if (thinking) reply_ = "The user wrote " + std::to_string(content.size()) + " bytes." + std::string(v4::think_end);
     const std::size_t schemas = text.find(kSchemas);
-    if (tool_result) {
+    if (text.find(v4::response_format_head) != std::string::npos) {
+        json_ = true;  // structured output: the constraint decides; next_logits only leans
+    } else if (tool_result) {
         reply_ += "The tool returned: " + content;
     } else if (content.find("count") != std::string::npos) {
         endless_ = true;
@@ -152,6 +154,17 @@ std::span<const float> TestEngine::decode(std::int32_t token) {
 
 std::span<const float> TestEngine::next_logits() {
     logits_.assign(258, 0.0f);
+    if (json_ && position_ >= reply_.size()) {
+        // Leans towards closing what is open, so that a constrained walk over a schema ends
+        // soon: the grammar's mask picks among these, the seed among equals.
+        auto lean = [&](char c, float v) { logits_[std::size_t(static_cast<unsigned char>(c)) + 2] = v; };
+        for (char c : std::string("}]\"")) lean(c, 6.0f);
+        for (char c = '0'; c <= '9'; ++c) lean(c, 2.0f);
+        for (char c : std::string(",:{[")) lean(c, 1.0f);
+        for (char c : std::string(" \n\t\r")) lean(c, -3.0f);
+        logits_[1] = 8.0f;  // end of turn, once the value is whole
+        return logits_;
+    }
     if (random_ && position_ >= reply_.size()) {
         if (position_ >= reply_.size() + 24) {
             logits_[1] = 30.0f;

@@ -15,6 +15,9 @@
 //   - tools given and the last message from the user: a call to the first tool, its
 //     first parameter (or "input") set to the user's text, written in V4's DSML
 //     tool-call markup;
+//   - a response format in the prompt (structured output): logits that lean towards
+//     closing brackets and quotes and the end of turn, everything else equal, so the
+//     server's grammar mask decides the text and the walk ends soon;
 //   - last message from a tool: "The tool returned: <content>";
 //   - otherwise "You said: <content>".
 // In thinking mode the reply is preceded by "The user wrote N bytes." and </think>.
@@ -54,6 +57,7 @@ private:
     std::string reply_;      // scripted reply bytes
     bool endless_ = false;   // "count": extend the reply forever
     bool random_ = false;    // "random": flat logits over letters
+    bool json_ = false;      // a response format in the prompt: logits leaning towards closing JSON
     std::size_t position_ = 0;
     std::size_t count_next_ = 1;
     std::vector<float> logits_;
