@@ -1,5 +1,5 @@
 // aff-run: one generation from a DeepSeek-V4 checkpoint directory or .aff container, on
-// the GPU when one is visible (libaff/gpu/backend.hpp picks) and on the CPU reference path
+// the GPU when one is visible (libaff/runtime/open_sequence.hpp picks) and on the CPU reference path
 // otherwise, printing text (or token ids) as it is generated and a closing line with
 // prefill and decode speed; plus diagnostics: token and logits dumps, forced
 // continuations, truncated stacks; and a chat mode (--chat: the model's chat encoding, one
@@ -7,12 +7,13 @@
 // chat_session.cpp); this file maps flags, checks them all before loading anything, and prints.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
-#include "libaff/gpu/backend.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/chat_session.hpp"
+#include "libaff/runtime/end_tokens.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/logits_file.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 #include "libaff/runtime/sampler.hpp"
 #include "libaff/runtime/token_list.hpp"
 #include "libaff/trace/recorder.hpp"
@@ -76,7 +77,7 @@ void chat_turn(aff::ChatSession& session, const std::string& text, bool quiet) {
     if (!quiet)
         std::fprintf(stderr, "aff-run: %zu prompt tokens (%zu already run), first token after %.0f ms, %zu tokens%s\n",
                      st.prompt_tokens, st.reused_tokens, st.first_token_seconds * 1000, st.generation.generated_tokens,
-                     st.generation.ended_by_eos ? "" : ", cut at -n");
+                     st.generation.ended_by_end_token ? "" : ", cut at -n");
 }
 
 // --chat: `first` (from -p/-f) if any, then one user turn per line of standard input
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
     std::string model_path, tokenizer_path, prompt, prompt_file, tokens_text, forced_text, logits_out, system, route_trace;
     aff::GenerateOptions gen;
     aff::ForwardOptions fwd;
-    bool no_echo = false, dump_tokens = false, chat = false;
+    bool no_echo = false, dump_tokens = false, chat = false, ignore_eos = false;
+    int n_predict = 32;
     std::size_t dump_logits = 0, ctx_size = 0;
     app.add_option("-m,--model", model_path, "checkpoint directory (config.json + safetensors) or .aff container")
         ->required();
@@ -114,11 +116,11 @@ int main(int argc, char** argv) {
     auto* chat_opt = app.add_flag("--chat", chat,
                                   "chat in the model's chat encoding: one user turn per line of standard input (also -cnv)");
     app.add_option("--system", system, "with --chat: the system message")->needs(chat_opt);
-    app.add_option("-n,--n-predict", gen.max_new_tokens, "tokens to generate (with --chat: per reply)")
+    app.add_option("-n,--n-predict", n_predict, "tokens to generate (with --chat: per reply)")
         ->default_val(32)->check(aff::cli::whole_number_at_least(0));
     app.add_option("-c,--ctx-size", ctx_size, "context size in tokens: prompt and reply must fit (0 = the model's)")
         ->default_str("0")->check(aff::cli::whole_number_at_least(0));
-    app.add_flag("--ignore-eos", gen.ignore_eos, "keep generating after an end-of-sequence token");
+    app.add_flag("--ignore-eos", ignore_eos, "keep generating after an end-of-sequence token");
     app.add_flag("--no-echo", no_echo, "do not print the prompt before the generated text");
     app.add_option("--temperature,--temp", gen.sampling.temperature, "sampling temperature (0 = greedy)")
         ->default_val(1.0)->check(aff::cli::number_at_least(0));
@@ -169,8 +171,10 @@ int main(int argc, char** argv) {
             gen.prompt.push_back(config.bos_token_id);  // as the chat encoding starts every conversation
             for (auto id : tok->encode(prompt)) gen.prompt.push_back(static_cast<std::int32_t>(id));
         }
-        aff::check_tokens_in_vocabulary(config, gen.prompt, "prompt");
-        aff::check_tokens_in_vocabulary(config, gen.forced, "forced");
+        gen.max_new_tokens = std::size_t(n_predict);
+        if (!ignore_eos) gen.is_end_token = aff::config_end_tokens(config);
+        aff::check_tokens_in_vocabulary(std::size_t(config.vocab_size), gen.prompt, "prompt");
+        aff::check_tokens_in_vocabulary(std::size_t(config.vocab_size), gen.forced, "forced");
         const std::size_t reply_tokens = gen.forced.empty() ? std::size_t(gen.max_new_tokens) : gen.forced.size();
         if (!chat && gen.prompt.size() + reply_tokens > context)
             aff::throw_usage("the prompt (" + std::to_string(gen.prompt.size()) + " tokens) and " + std::to_string(reply_tokens) +
@@ -179,7 +183,7 @@ int main(int argc, char** argv) {
         aff::BackendOptions backend_options;
         backend_options.gpus = gpu.gpus;
         backend_options.gpu_mib = gpu.gpu_mib;
-        auto backend = aff::ForwardBackend::open(*model, model_path, backend_options, fwd);
+        auto backend = aff::open_sequence(*model, model_path, backend_options, fwd);
         const double load_seconds = seconds_since(load_start);
 
         if (chat) {
@@ -189,8 +193,8 @@ int main(int argc, char** argv) {
             }
             aff::ChatSessionOptions options;
             options.system = system;
-            options.max_new_tokens = gen.max_new_tokens;
-            options.ignore_eos = gen.ignore_eos;
+            options.max_new_tokens = n_predict;
+            options.ignore_eos = ignore_eos;
             options.sampling = gen.sampling;
             options.context_size = context;
             aff::ChatSession session(config, *tok, *backend, options);
@@ -225,13 +229,15 @@ int main(int argc, char** argv) {
 
         const auto gen_start = std::chrono::steady_clock::now();
         double first_token_seconds = 0;
-        aff::GenerateCallbacks cb;
+        aff::GenerateHooks cb;
         const std::uint64_t request = board.add_request(gen.prompt.size());
-        cb.on_token = [&](std::int32_t t) {
+        cb.on_step = [&](const aff::GenerationStep& step) {
+            const std::int32_t t = step.token;
             board.add_token(request);
             if (generated.empty()) first_token_seconds = seconds_since(gen_start);
             generated.push_back(t);
             view.output(stream ? stream->push(t) : std::to_string(t) + ' ');
+            return true;
         };
         if (logits_file || dump_logits > 0)
             cb.on_logits = [&](std::int64_t pos, std::int32_t t, std::span<const float> logits) {
@@ -251,14 +257,13 @@ int main(int argc, char** argv) {
             if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { backend->set_route_observer(o); }, *heat))
                 heat.reset();
         }
-        bool prefilled = false;  // the first call runs the prompt; every later one a generated token
-        const aff::ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
-            if (recorder) recorder->begin(0, prefilled ? aff::trace::Phase::decode : aff::trace::Phase::prefill);
-            prefilled = true;
-            return backend->forward(tokens, all_logits);
-        };
+        if (recorder) {
+            // The first call runs the prompt; every later one a generated token.
+            recorder->begin(0, aff::trace::Phase::prefill);
+            cb.between_dispatches = [&](const aff::Dispatch&) { recorder->begin(0, aff::trace::Phase::decode); };
+        }
         board.start_request(request);
-        const aff::GenerateStats st = aff::generate(config, forward, backend->position(), gen, cb);
+        const aff::GenerateStats st = aff::generate(*backend, gen, cb);
         board.finish_request(request);
         if (heat) heat->publish();
         view.output((stream ? stream->finish() : std::string()) + '\n');
@@ -273,11 +278,11 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "\n");
         }
         const double prefill_rate = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
-        const double decode_rate = st.decode_seconds > 0 ? st.decode_forwards / st.decode_seconds : 0;
+        const double decode_rate = st.decode_forward_seconds > 0 ? st.decode_forwards / st.decode_forward_seconds : 0;
         std::fflush(stdout);
         std::fprintf(stderr, "aff-run: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s, first token after %.0f ms%s\n",
                      st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
-                     st.ended_by_eos ? ", ended by EOS" : "");
+                     st.ended_by_end_token ? ", ended by EOS" : "");
         return aff::cli::exit_ok;
     }, {{"-cnv", "--chat"}});
 }

@@ -8,7 +8,7 @@
 #include "libaff/serve/model_engine.hpp"
 #include "libaff/serve/service.hpp"
 #include "libaff/serve/test_engine.hpp"
-#include "libaff/gpu/backend.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 #include "libaff/ui/cli.hpp"
 #include "libaff/ui/live_view.hpp"
 #include "libaff/ui/plane_source.hpp"

@@ -66,7 +66,7 @@
 // another: the split buys memory, not speed. Logits are the one-device model's bit for bit
 // (tests/gpu/multi_gpu_test.cpp).
 // Not yet: MTP, batched prefill of several sequences.
-// Plain C++ header; built in GPU builds only (libaff/gpu/backend.hpp is the always-built door).
+// Plain C++ header; built in GPU builds only (libaff/runtime/open_sequence.hpp is the always-built door).
 #pragma once
 
 #include "libaff/gpu/device.hpp"
@@ -218,9 +218,10 @@ public:
     // alone, up to fp32 summation order in the batched GEMVs).
     std::vector<float> decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
 
-    // Prefix snapshots (the server's cache, through ForwardBackend): snapshot copies what the
-    // state uses at its position to host memory; restore writes it back into `st` (any state
-    // of this model: its other bytes are never read at that position) and sets its position.
+    // Prefix snapshots (the server's cache, through libaff/runtime/gpu_sequence.hpp): snapshot
+    // copies what the state uses at its position to host memory; restore writes it back into
+    // `st` (any state of this model: its other bytes are never read at that position) and sets
+    // its position.
     // A restored state continues bit for bit as the original would have: forward and decode
     // after restore give the logits the original's same calls give (tests/gpu/snapshot_test.cpp).
     // restore throws usage for a snapshot another model took.

@@ -3,18 +3,19 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/chat_tokens.hpp"
+#include "libaff/runtime/end_tokens.hpp"
 
 #include <algorithm>
 #include <chrono>
 
 namespace aff {
 
-ChatSession::ChatSession(const ModelConfig& config, const tokenizer::Tokenizer& tokenizer, ForwardBackend& backend,
+ChatSession::ChatSession(const ModelConfig& config, const tokenizer::Tokenizer& tokenizer, Sequence& sequence,
                          ChatSessionOptions options)
-    : config_(config), tokenizer_(tokenizer), backend_(backend), options_(std::move(options)) {
+    : config_(config), tokenizer_(tokenizer), sequence_(sequence), options_(std::move(options)) {
     if (!options_.system.empty()) messages_.push_back({.role = "system", .content = options_.system});
     if (options_.context_size == 0) options_.context_size = std::size_t(std::max<std::int64_t>(0, config.max_position_embeddings));
-    if (backend_.position() != 0) backend_.reset();
+    if (sequence_.position() != 0) sequence_.reset();
 }
 
 ChatTurnStats ChatSession::say(const std::string& user_text, const std::function<void(const std::string&)>& on_text) {
@@ -23,7 +24,7 @@ ChatTurnStats ChatSession::say(const std::string& user_text, const std::function
     conversation.push_back({.role = "user", .content = user_text});
     const std::vector<std::int32_t> tokens =
         encode_chat_pieces(tokenizer_, chat::render_prompt_pieces(conversation, nullptr, chat::RenderOptions{}));
-    check_tokens_in_vocabulary(config_, tokens, "chat");
+    check_tokens_in_vocabulary(std::size_t(config_.vocab_size), tokens, "chat");
     ChatTurnStats st;
     st.prompt_tokens = tokens.size();
     if (tokens.size() >= options_.context_size)
@@ -32,33 +33,33 @@ ChatTurnStats ChatSession::say(const std::string& user_text, const std::function
 
     const bool prefix = in_sequence_.size() < tokens.size() && std::equal(in_sequence_.begin(), in_sequence_.end(), tokens.begin());
     if (!prefix) {
-        backend_.reset();
+        sequence_.reset();
         in_sequence_.clear();
     }
     st.reused_tokens = in_sequence_.size();
 
     GenerateOptions gen;
     gen.prompt.assign(tokens.begin() + std::ptrdiff_t(in_sequence_.size()), tokens.end());
-    gen.max_new_tokens = int(std::min<std::size_t>(std::size_t(std::max(0, options_.max_new_tokens)),
-                                                   options_.context_size - tokens.size()));
-    gen.ignore_eos = options_.ignore_eos;
+    gen.max_new_tokens = std::min<std::size_t>(std::size_t(std::max(0, options_.max_new_tokens)),
+                                               options_.context_size - tokens.size());
+    if (!options_.ignore_eos) gen.is_end_token = config_end_tokens(config_);
     gen.sampling = options_.sampling;
 
     tokenizer::StreamDecoder decoder(tokenizer_);
     chat::StreamingParser parser(chat::ThinkingMode::chat);
     std::vector<std::int32_t> generated;
-    GenerateCallbacks cb;
-    cb.on_token = [&](std::int32_t t) {
+    GenerateHooks cb;
+    cb.on_step = [&](const GenerationStep& step) {
         if (generated.empty())
             st.first_token_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        generated.push_back(t);
-        const chat::StreamDelta d = parser.feed(decoder.push(t));
+        generated.push_back(step.token);
+        const chat::StreamDelta d = parser.feed(decoder.push(step.token));
         if (!d.content.empty()) on_text(d.content);
+        return true;
     };
-    const ForwardFn forward = [&](std::span<const std::int32_t> t, bool all_logits) { return backend_.forward(t, all_logits); };
     // Sampling advances with the conversation, so two turns with the same text differ.
     gen.sampling.seed += messages_.size();
-    st.generation = generate(config_, forward, backend_.position(), gen, cb);
+    st.generation = generate(sequence_, gen, cb);
     chat::StreamDelta last = parser.feed(decoder.finish());
     const chat::StreamDelta tail = parser.finish();
     last.content += tail.content;

@@ -6,8 +6,9 @@
 // parsed as the server parses them, so no chat markup reaches the text shown.
 #pragma once
 
-#include "libaff/gpu/backend.hpp"
+#include "libaff/checkpoint/config.hpp"
 #include "libaff/runtime/generate.hpp"
+#include "libaff/runtime/sequence.hpp"
 #include "libaff/tokenizer/chat.hpp"
 #include "libaff/tokenizer/tokenizer.hpp"
 
@@ -36,7 +37,7 @@ struct ChatTurnStats {
 
 class ChatSession {
 public:
-    ChatSession(const ModelConfig& config, const tokenizer::Tokenizer& tokenizer, ForwardBackend& backend,
+    ChatSession(const ModelConfig& config, const tokenizer::Tokenizer& tokenizer, Sequence& sequence,
                 ChatSessionOptions options);
 
     // Adds the user's message, generates the reply and adds it. on_text receives the
@@ -49,10 +50,10 @@ public:
 private:
     const ModelConfig& config_;
     const tokenizer::Tokenizer& tokenizer_;
-    ForwardBackend& backend_;
+    Sequence& sequence_;
     ChatSessionOptions options_;
     std::vector<chat::Message> messages_;
-    std::vector<std::int32_t> in_sequence_;  // the tokens the backend's sequence holds
+    std::vector<std::int32_t> in_sequence_;  // the tokens the sequence holds
 };
 
 }  // namespace aff

@@ -2,6 +2,7 @@
 #include "libaff/runtime/generate.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/stop_matcher.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,80 +11,245 @@
 namespace aff {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// One generation's working state: what the options and hooks say, and where the sequence is.
+class Loop {
+public:
+    Loop(Sequence& seq, const GenerateOptions& o, const GenerateHooks& h)
+        : seq_(seq), o_(o), h_(h), vocab_(seq.vocab_size()), sampler_(o.sampling), stops_(o.stop) {}
+
+    GenerateStats run();
+
+private:
+    std::vector<float> dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind);
+    bool emit(GenerationStep& step) {
+        stats_.text += step.text;
+        return !h_.on_step || h_.on_step(step);
+    }
+    bool cancelled() const { return h_.cancelled && h_.cancelled(); }
+    // Runs `token` at position_ (with the drafter's guesses after it, when it has any) and
+    // leaves its logits in logits_.
+    void advance(std::int32_t token, bool last, std::size_t budget_left);
+    // Takes the next logits from the last verify call when `token` is the guess it ran.
+    bool take_guess(std::int32_t token);
+    // Drops what is left of the guesses, rewinding the sequence to position_.
+    void drop_guesses();
+    void report_logits(std::int32_t token) {
+        if (h_.on_logits) h_.on_logits(position_ - 1, token, logits_);
+    }
+
+    Sequence& seq_;
+    const GenerateOptions& o_;
+    const GenerateHooks& h_;
+    const std::size_t vocab_;
+    Sampler sampler_;
+    StopMatcher stops_;
+    GenerateStats stats_;
+    std::int64_t position_ = 0;  // where the next token runs in a run without a drafter
+    std::vector<float> logits_;  // predicting the token at position_
+    std::vector<float> masked_;  // logits_ under the constraint, when there is one
+    // The drafter's state: the tokens so far, and the last verify call's guesses and rows
+    // (rows_[j] follows the call's j-th input); next_ guesses were accepted.
+    Drafter* drafter_ = nullptr;
+    std::vector<std::int32_t> context_;
+    std::vector<std::int32_t> guesses_;
+    std::vector<float> rows_;
+    std::size_t next_ = 0;
+};
+
+std::vector<float> Loop::dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind) {
+    const std::int64_t at = seq_.position();
+    const auto t0 = Clock::now();
+    std::vector<float> logits = seq_.forward(tokens, all_logits);
+    const double seconds = seconds_since(t0);
+    if (kind != Dispatch::Kind::prompt) {
+        stats_.decode_forward_seconds += seconds;
+        ++stats_.decode_forwards;
+    }
+    if (h_.between_dispatches) h_.between_dispatches(Dispatch{kind, at, tokens.size(), seconds});
+    return logits;
+}
+
+bool Loop::take_guess(std::int32_t token) {
+    if (next_ >= guesses_.size() || guesses_[next_] != token) return false;
+    ++next_;
+    ++stats_.accepted_tokens;
+    logits_.assign(rows_.begin() + std::ptrdiff_t(next_ * vocab_), rows_.begin() + std::ptrdiff_t((next_ + 1) * vocab_));
+    ++position_;
+    report_logits(token);
+    if (next_ == guesses_.size()) {
+        drafter_->verified(guesses_.size(), next_);
+        guesses_.clear();
+        next_ = 0;
+    }
+    return true;
+}
+
+void Loop::drop_guesses() {
+    if (guesses_.empty()) return;
+    if (seq_.position() > position_) seq_.rewind(position_);
+    drafter_->verified(guesses_.size(), next_);
+    guesses_.clear();
+    next_ = 0;
+}
+
+void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
+    if (take_guess(token)) return;
+    drop_guesses();
+    std::vector<std::int32_t> guesses;
+    if (drafter_ && !last) {
+        guesses = drafter_->propose(context_);
+        guesses.resize(std::min({guesses.size(), drafter_->max_tokens(), budget_left}));
+    }
+    if (guesses.empty()) {
+        const std::int32_t one[1] = {token};
+        logits_ = dispatch(one, false, Dispatch::Kind::decode);
+    } else {
+        std::vector<std::int32_t> chunk{token};
+        chunk.insert(chunk.end(), guesses.begin(), guesses.end());
+        rows_ = dispatch(chunk, true, Dispatch::Kind::verify);
+        logits_.assign(rows_.begin(), rows_.begin() + std::ptrdiff_t(vocab_));
+        stats_.drafted_tokens += guesses.size();
+        guesses_ = std::move(guesses);
+        next_ = 0;
+    }
+    ++position_;
+    report_logits(token);
+}
+
+GenerateStats Loop::run() {
+    stats_.prompt_tokens = o_.prompt.size();
+    if (cancelled()) {
+        stats_.finish = FinishReason::cancelled;
+        return stats_;
+    }
+    const bool want_logits = static_cast<bool>(h_.on_logits);
+    const std::int64_t start = seq_.position();
+    const auto t0 = Clock::now();
+    logits_ = dispatch(o_.prompt, want_logits, Dispatch::Kind::prompt);
+    stats_.prefill_seconds = seconds_since(t0);
+    position_ = start + static_cast<std::int64_t>(o_.prompt.size());
+    if (want_logits) {
+        for (std::size_t i = 0; i < o_.prompt.size(); ++i)
+            h_.on_logits(start + static_cast<std::int64_t>(i), o_.prompt[i],
+                         std::span<const float>(logits_).subspan(i * vocab_, vocab_));
+        logits_.erase(logits_.begin(), logits_.end() - std::ptrdiff_t(vocab_));  // keep the last row
+    }
+    const auto t1 = Clock::now();
+
+    const bool forcing = !o_.forced.empty();
+    const std::size_t budget = forcing ? o_.forced.size() : o_.max_new_tokens;
+    // With a drafter the sequence keeps enough to rewind past a rejected guess while the loop
+    // runs, and goes back to its own depth after, also when a forward throws.
+    struct DepthGuard {
+        Sequence* seq = nullptr;
+        std::size_t depth = 0;
+        ~DepthGuard() {
+            if (seq) seq->set_rewind_depth(depth);
+        }
+    } depth_guard;
+    if (h_.drafter && !forcing) {
+        drafter_ = h_.drafter;
+        depth_guard.depth = seq_.rewind_depth();
+        depth_guard.seq = &seq_;
+        seq_.set_rewind_depth(std::max(depth_guard.depth, drafter_->max_tokens()));
+        context_ = o_.prompt;
+    }
+    StepLogprob lp;
+    stats_.finish = FinishReason::length;
+    for (std::size_t i = 0; i < budget; ++i) {
+        std::int32_t token;
+        if (forcing) {
+            token = o_.forced[i];
+        } else if (o_.constraint) {
+            masked_.assign(logits_.begin(), logits_.end());
+            o_.constraint->mask(masked_);
+            token = sampler_.sample(masked_);
+            o_.constraint->accept(token);
+        } else {
+            token = sampler_.sample(logits_);
+        }
+        ++stats_.generated_tokens;
+        if (drafter_) context_.push_back(token);
+        GenerationStep step;
+        step.token = token;
+        if (o_.logprobs >= 0) {
+            lp.token = token;
+            lp.logprob = token_logprob(logits_, token);
+            lp.top = top_logprobs(logits_, static_cast<std::size_t>(o_.logprobs));
+            step.logprob = &lp;
+        }
+        if (!forcing && o_.is_end_token && o_.is_end_token(token)) {
+            if (o_.text) step.text = stops_.flush() + o_.text->finish();
+            emit(step);
+            stats_.finish = FinishReason::stop;
+            stats_.ended_by_end_token = true;
+            break;
+        }
+        if (o_.text) {
+            bool hit = false;
+            step.text = stops_.push(o_.text->push(token), hit);
+            if (hit) {
+                emit(step);
+                stats_.finish = FinishReason::stop;
+                break;
+            }
+        }
+        if (!emit(step)) {
+            stats_.finish = FinishReason::cancelled;
+            break;
+        }
+        // The last token needs a forward only when its logits are asked for.
+        const bool last = i + 1 == budget;
+        if (last && !want_logits) break;
+        if (cancelled()) {
+            stats_.finish = FinishReason::cancelled;
+            break;
+        }
+        advance(token, last, budget - i - 1);
+    }
+    if (stats_.finish == FinishReason::length && o_.text) {
+        // Out of budget: whatever was held back for a stop string is answer text.
+        GenerationStep tail;
+        tail.token = -1;
+        bool hit = false;
+        tail.text = stops_.push(o_.text->finish(), hit);
+        if (!hit) tail.text += stops_.flush();
+        if (!tail.text.empty()) emit(tail);
+    }
+    if (drafter_) drop_guesses();
+    stats_.decode_seconds = seconds_since(t1);
+    return stats_;
 }
 
 }  // namespace
 
-void check_tokens_in_vocabulary(const ModelConfig& config, std::span<const std::int32_t> tokens, const char* what) {
-    const int vocab = config.vocab_size;
+const char* to_string(FinishReason reason) {
+    switch (reason) {
+        case FinishReason::stop: return "stop";
+        case FinishReason::length: return "length";
+        case FinishReason::cancelled: return "cancelled";
+    }
+    return "stop";
+}
+
+void check_tokens_in_vocabulary(std::size_t vocab, std::span<const std::int32_t> tokens, const char* what) {
     for (std::int32_t t : tokens)
-        if (t < 0 || t >= vocab)
+        if (t < 0 || static_cast<std::size_t>(t) >= vocab)
             throw_usage(std::string(what) + " token " + std::to_string(t) + " is outside the model's vocabulary (0.." +
                         std::to_string(vocab - 1) + ")");
 }
 
-GenerateStats generate(const Model& model, DecodeState& state, const GenerateOptions& options,
-                       const GenerateCallbacks& callbacks) {
-    const ForwardFn forward = [&](std::span<const std::int32_t> tokens, bool all_logits) {
-        return model.forward(state, tokens, all_logits);
-    };
-    return generate(model.config(), forward, state.position, options, callbacks);
-}
-
-GenerateStats generate(const ModelConfig& cfg, const ForwardFn& forward, std::int64_t start_position,
-                       const GenerateOptions& options, const GenerateCallbacks& callbacks) {
-    const int vocab = cfg.vocab_size;
+GenerateStats generate(Sequence& sequence, const GenerateOptions& options, const GenerateHooks& hooks) {
     if (options.prompt.empty()) throw_usage("the prompt is empty");
-    check_tokens_in_vocabulary(cfg, options.prompt, "prompt");
-    check_tokens_in_vocabulary(cfg, options.forced, "forced");
-
-    GenerateStats stats;
-    stats.prompt_tokens = options.prompt.size();
-    const bool want_logits = static_cast<bool>(callbacks.on_logits);
-    const std::int64_t start = start_position;
-    std::int64_t position = start + static_cast<std::int64_t>(options.prompt.size());  // next position to run
-
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = forward(options.prompt, want_logits);
-    stats.prefill_seconds = seconds_since(t0);
-    if (want_logits) {
-        for (std::size_t i = 0; i < options.prompt.size(); ++i)
-            callbacks.on_logits(start + static_cast<std::int64_t>(i), options.prompt[i],
-                                std::span<const float>(logits).subspan(i * vocab, vocab));
-        logits.erase(logits.begin(), logits.end() - vocab);  // keep the last row
-    }
-
-    Sampler sampler(options.sampling);
-    const bool forcing = !options.forced.empty();
-    const std::size_t budget = forcing ? options.forced.size() : static_cast<std::size_t>(std::max(0, options.max_new_tokens));
-    auto is_eos = [&](std::int32_t t) {
-        return std::find(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end(), t) != cfg.eos_token_ids.end();
-    };
-
-    double decode = 0;
-    for (std::size_t i = 0; i < budget; ++i) {
-        const std::int32_t token = forcing ? options.forced[i] : sampler.sample(logits);
-        ++stats.generated_tokens;
-        if (callbacks.on_token) callbacks.on_token(token);
-        const bool last = i + 1 == budget;
-        if (!forcing && !options.ignore_eos && is_eos(token)) {
-            stats.ended_by_eos = true;
-            break;
-        }
-        // The last token needs a forward only when its logits are asked for.
-        if (last && !want_logits) break;
-        auto t1 = std::chrono::steady_clock::now();
-        const std::int32_t one[1] = {token};
-        logits = forward(one, false);
-        ++position;
-        decode += seconds_since(t1);
-        ++stats.decode_forwards;
-        if (want_logits) callbacks.on_logits(position - 1, token, logits);
-    }
-    stats.decode_seconds = decode;
-    return stats;
+    check_tokens_in_vocabulary(sequence.vocab_size(), options.prompt, "prompt");
+    check_tokens_in_vocabulary(sequence.vocab_size(), options.forced, "forced");
+    if (!options.stop.empty() && !options.text) throw_usage("stop strings need the generation's text (a text stream)");
+    Loop loop(sequence, options, hooks);
+    return loop.run();
 }
 
 }  // namespace aff

@@ -2,7 +2,7 @@
 // min-p, seeded so a generation is reproducible. Also the log-probabilities a server
 // reports (OpenAI `logprobs`), which are taken from the model's own distribution
 // (softmax of the raw logits), not from the truncated one that was sampled.
-// The generation loop that calls this lives with its caller (libaff/serve, aff-run).
+// The generation loop that calls this is generate.hpp's, which aff-run and aff-serve share.
 #pragma once
 
 #include <cstdint>

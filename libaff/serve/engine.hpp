@@ -1,15 +1,17 @@
 // The seam between the server and whatever generates tokens. The server (HTTP, the
-// OpenAI mapping, queueing, sampling, stop strings, streaming) is written against
-// this interface only, so the CPU reference model, the GPU path and the scripted test
-// engine (test_engine.hpp) all serve the same API with no change to it.
+// OpenAI mapping, queueing, streaming) is written against this interface only, so the CPU
+// reference model, the GPU path and the scripted test engine (test_engine.hpp) all serve
+// the same API with no change to it.
 //
-// An Engine does four jobs: turn a chat into prompt tokens (the model's chat
-// encoding), run one sequence (prefill, then one token at a time, giving logits),
-// turn generated tokens back into text, and split the text of a chat reply into
-// reasoning, content and tool calls. One sequence at a time: the server serialises
-// calls (scheduler.hpp), so implementations need no locking of their own.
+// An Engine does four jobs: turn a chat into prompt tokens (the model's chat encoding),
+// hold the one sequence the generation loop runs (libaff/runtime/sequence.hpp; generation.hpp
+// resets it for every request), turn generated tokens back into text, and split the text of a
+// chat reply into reasoning, content and tool calls. One sequence at a time: the server
+// serialises calls (scheduler.hpp), so implementations need no locking of their own.
 #pragma once
 
+#include "libaff/runtime/sequence.hpp"
+#include "libaff/runtime/text_stream.hpp"
 #include "libaff/serve/prefix_cache.hpp"
 
 #include <nlohmann/json.hpp>
@@ -76,14 +78,6 @@ public:
     virtual void finish(std::vector<ChatEvent>& out) = 0;
 };
 
-// Token ids to text, holding back bytes of an unfinished UTF-8 character.
-class TokenTextStream {
-public:
-    virtual ~TokenTextStream() = default;
-    virtual std::string push(std::int32_t token) = 0;
-    virtual std::string finish() = 0;
-};
-
 class Engine {
 public:
     virtual ~Engine() = default;
@@ -108,15 +102,14 @@ public:
     // End of turn: generation stops here and the token adds no text.
     virtual bool is_end_token(std::int32_t token) const = 0;
 
-    // Starts a new sequence with `tokens` and returns the logits for the next token.
-    virtual std::span<const float> prefill(std::span<const std::int32_t> tokens) = 0;
-    // Appends one token to the sequence and returns the logits for the next one.
-    virtual std::span<const float> decode(std::int32_t token) = 0;
+    // The sequence generations run on: reset, then its first forward is the prompt, then one
+    // token a call. Its logits are those the server samples from.
+    virtual Sequence& sequence() = 0;
     // The generation on this sequence is over (finished, cut off or cancelled): an engine
     // with a prefix cache snapshots the state here, for a next turn that resends it all.
     virtual void end_sequence() {}
 
-    // Prompt tokens the last prefill took from the prefix cache instead of computing them.
+    // Prompt tokens the last prompt took from the prefix cache instead of computing them.
     virtual std::size_t cached_tokens() const { return 0; }
     // The prefix cache's counters, or nothing when this engine has none. Safe to call from
     // any thread (the /metrics scrape), unlike the calls above.

@@ -1,5 +1,5 @@
-// The server's prefix cache: snapshots of a sequence's decode state (gpu/backend.hpp's
-// BackendSnapshot, or anything else with a size) keyed by the exact tokens that were run
+// The server's prefix cache: snapshots of a sequence's decode state (runtime/sequence.hpp's
+// SequenceSnapshot, or anything else with a size) keyed by the exact tokens that were run
 // to reach it. Chat clients resend the whole conversation each turn; a prompt that starts
 // with a cached token sequence restores that state and prefills only the rest.
 // Matching is at snapshot boundaries only: a state cannot be rolled back, so an entry is

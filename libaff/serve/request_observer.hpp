@@ -39,7 +39,7 @@ public:
         if (observer_) observer_->started(id_);
     }
     // The hooks with every generated token reported before the caller's on_step sees it.
-    GenerationHooks observe(GenerationHooks hooks, const Engine& engine) {
+    GenerateHooks observe(GenerateHooks hooks, const Engine& engine) {
         if (!observer_) return hooks;
         auto inner = std::move(hooks.on_step);
         hooks.on_step = [this, &engine, inner = std::move(inner)](const GenerationStep& step) {

@@ -419,7 +419,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
         client_ok = client_ok && response.write(sse_event(builder.chunk({{"role", "assistant"}, {"content", ""}})));
     }
-    GenerationHooks hooks;
+    GenerateHooks hooks;
     hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
     const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {
@@ -527,7 +527,7 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     const bool stream = r.sampling.stream;
     bool client_ok = true;
     if (stream) client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-    GenerationHooks hooks;
+    GenerateHooks hooks;
     hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
     const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {

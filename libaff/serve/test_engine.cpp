@@ -2,6 +2,8 @@
 // exists). Everything here is deliberately simple and deterministic.
 #include "libaff/serve/test_engine.hpp"
 
+#include "libaff/core/error.hpp"
+
 #include "libaff/serve/dsv4_chat.hpp"
 #include "libaff/tokenizer/dsv4_strings.hpp"
 
@@ -92,17 +94,51 @@ std::unique_ptr<ChatOutputParser> TestEngine::chat_parser(const ChatPrompt& prom
     return make_dsv4_parser(prompt.thinking);
 }
 
-std::span<const float> TestEngine::prefill(std::span<const std::int32_t> tokens) {
+namespace {
+
+// The test engine's sequence (test_engine.hpp): a script, not a model.
+class ScriptedSequence final : public Sequence {
+public:
+    explicit ScriptedSequence(int delay_ms) : delay_ms_(delay_ms) {}
+    std::string describe() const override { return "the scripted test engine"; }
+    std::size_t vocab_size() const override { return 258; }
+    std::int64_t position() const override { return position_; }
+    void reset() override { position_ = 0; }
+    std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override;
+
+private:
+    // Picks the reply from the prompt.
+    void script(std::span<const std::int32_t> tokens);
+    std::vector<float> next_logits();
+
+    int delay_ms_;
+    std::int64_t position_ = 0;
+    std::string reply_;      // scripted reply bytes
+    bool endless_ = false;   // "count": extend the reply forever
+    bool random_ = false;    // "random": flat logits over letters
+    bool json_ = false;      // structured output: logits that lean towards closing brackets
+    std::size_t reply_at_ = 0;
+    std::size_t count_next_ = 1;
+};
+
+}  // namespace
+
+TestEngine::TestEngine(std::size_t context_size, int delay_ms)
+    : context_size_(context_size), sequence_(std::make_unique<ScriptedSequence>(delay_ms)) {}
+
+TestEngine::~TestEngine() = default;
+
+void ScriptedSequence::script(std::span<const std::int32_t> tokens) {
     const std::string text = bytes_of(tokens);
     reply_.clear();
     endless_ = random_ = json_ = false;
-    position_ = 0;
+    reply_at_ = 0;
     count_next_ = 1;
     const bool thinking = ends_with(text, kThinkOpen);
     if (!thinking && !ends_with(text, kThinkClosed)) {  // not a chat prompt: /v1/completions
         if (text.find("count") != std::string::npos) endless_ = true;
         else reply_ = " echo: " + text;
-        return next_logits();
+        return;
     }
     // The last user turn: after the last <｜User｜>, up to the generation prefix. Tool
     // results arrive there as <tool_result>...</tool_result> blocks.
@@ -143,41 +179,48 @@ std::span<const float> TestEngine::prefill(std::span<const std::int32_t> tokens)
     } else {
         reply_ += "You said: " + content;
     }
+}
+
+std::vector<float> ScriptedSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+    if (all_logits && tokens.size() > 1) throw_unsupported("the test engine gives the last position's logits only");
+    if (position_ == 0) {
+        script(tokens);
+    } else {
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+            ++reply_at_;
+        }
+    }
+    position_ += static_cast<std::int64_t>(tokens.size());
     return next_logits();
 }
 
-std::span<const float> TestEngine::decode(std::int32_t token) {
-    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
-    ++position_;
-    return next_logits();
-}
-
-std::span<const float> TestEngine::next_logits() {
-    logits_.assign(258, 0.0f);
-    if (json_ && position_ >= reply_.size()) {
+std::vector<float> ScriptedSequence::next_logits() {
+    std::vector<float> logits(258, 0.0f);
+    if (json_ && reply_at_ >= reply_.size()) {
         // Leans towards closing what is open, so that a constrained walk over a schema ends
         // soon: the grammar's mask picks among these, the seed among equals.
-        auto lean = [&](char c, float v) { logits_[std::size_t(static_cast<unsigned char>(c)) + 2] = v; };
+        auto lean = [&](char c, float v) { logits[std::size_t(static_cast<unsigned char>(c)) + 2] = v; };
         for (char c : std::string("}]\"")) lean(c, 6.0f);
         for (char c = '0'; c <= '9'; ++c) lean(c, 2.0f);
         for (char c : std::string(",:{[")) lean(c, 1.0f);
         for (char c : std::string(" \n\t\r")) lean(c, -3.0f);
-        logits_[1] = 8.0f;  // end of turn, once the value is whole
-        return logits_;
+        logits[1] = 8.0f;  // end of turn, once the value is whole
+        return logits;
     }
-    if (random_ && position_ >= reply_.size()) {
-        if (position_ >= reply_.size() + 24) {
-            logits_[1] = 30.0f;
+    if (random_ && reply_at_ >= reply_.size()) {
+        if (reply_at_ >= reply_.size() + 24) {
+            logits[1] = 30.0f;
         } else {
-            logits_.assign(258, -30.0f);
-            for (int c = 'a'; c <= 'z'; ++c) logits_[std::size_t(c + 2)] = 0.0f;
+            logits.assign(258, -30.0f);
+            for (int c = 'a'; c <= 'z'; ++c) logits[std::size_t(c + 2)] = 0.0f;
         }
-        return logits_;
+        return logits;
     }
-    while (endless_ && position_ >= reply_.size()) reply_ += std::to_string(count_next_++) + " ";
-    if (position_ < reply_.size()) logits_[std::size_t(static_cast<unsigned char>(reply_[position_])) + 2] = 30.0f;
-    else logits_[1] = 30.0f;
-    return logits_;
+    while (endless_ && reply_at_ >= reply_.size()) reply_ += std::to_string(count_next_++) + " ";
+    if (reply_at_ < reply_.size()) logits[std::size_t(static_cast<unsigned char>(reply_[reply_at_])) + 2] = 30.0f;
+    else logits[1] = 30.0f;
+    return logits;
 }
 
 }  // namespace aff::serve

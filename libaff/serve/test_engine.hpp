@@ -15,9 +15,6 @@
 //   - tools given and the last message from the user: a call to the first tool, its
 //     first parameter (or "input") set to the user's text, written in V4's DSML
 //     tool-call markup;
-//   - a response format in the prompt (structured output): logits that lean towards
-//     closing brackets and quotes and the end of turn, everything else equal, so the
-//     server's grammar mask decides the text and the walk ends soon;
 //   - last message from a tool: "The tool returned: <content>";
 //   - otherwise "You said: <content>".
 // In thinking mode the reply is preceded by "The user wrote N bytes." and </think>.
@@ -26,6 +23,7 @@
 
 #include "libaff/serve/engine.hpp"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,8 +31,8 @@ namespace aff::serve {
 
 class TestEngine final : public Engine {
 public:
-    explicit TestEngine(std::size_t context_size = 4096, int delay_ms = 0)
-        : context_size_(context_size), delay_ms_(delay_ms) {}
+    explicit TestEngine(std::size_t context_size = 4096, int delay_ms = 0);
+    ~TestEngine() override;
 
     std::string model_id() const override { return "aff-test-engine"; }
     std::size_t context_size() const override { return context_size_; }
@@ -46,21 +44,14 @@ public:
     std::unique_ptr<TokenTextStream> text_stream() const override;
     std::unique_ptr<ChatOutputParser> chat_parser(const ChatPrompt& prompt) const override;
     bool is_end_token(std::int32_t token) const override { return token == 1; }
-    std::span<const float> prefill(std::span<const std::int32_t> tokens) override;
-    std::span<const float> decode(std::int32_t token) override;
+    // The scripted sequence: its first forward after reset() reads the prompt and picks the
+    // reply; each later token moves one byte on (after delay_ms). It gives the last
+    // position's logits only (all_logits for more than one token is refused).
+    Sequence& sequence() override { return *sequence_; }
 
 private:
-    std::span<const float> next_logits();
-
     std::size_t context_size_;
-    int delay_ms_;
-    std::string reply_;      // scripted reply bytes
-    bool endless_ = false;   // "count": extend the reply forever
-    bool random_ = false;    // "random": flat logits over letters
-    bool json_ = false;      // a response format in the prompt: logits leaning towards closing JSON
-    std::size_t position_ = 0;
-    std::size_t count_next_ = 1;
-    std::vector<float> logits_;
+    std::unique_ptr<Sequence> sequence_;
 };
 
 }  // namespace aff::serve

@@ -1,6 +1,6 @@
 // Device test of prefix snapshots (libaff/gpu/forward.hpp, GpuModel::snapshot/restore, and
-// ForwardBackend's on the GPU backend), on every tiny fixture with attention on the GPU and
-// on tiny-a with attention on the CPU:
+// the GPU Sequence's, libaff/runtime/gpu_sequence.hpp), on every tiny fixture with attention
+// on the GPU and on tiny-a with attention on the CPU:
 //   restore: a snapshot taken after prompt P, restored into a state that meanwhile ran
 //     another sequence, then forward(rest) and greedy decode steps, gives the logits a fresh
 //     state gives through the same calls (P, rest, the steps), bit for bit (floats differing,
@@ -12,12 +12,14 @@
 //     the ring rows, compressor windows and entries the position uses (computed here from
 //     the config) and that sum plus one alignment (256 bytes) per region.
 //   refusals: a snapshot of another model, a CPU snapshot into the GPU backend: usage errors.
+//   rewind (libaff/runtime/gpu_sequence.hpp): a rewound GPU sequence continues as a fresh one
+//     making the same calls, bit for bit; a rewind past its depth is refused.
 #include "device_test.hpp"
 
 #include "libaff/checkpoint/checkpoint.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
-#include "libaff/gpu/backend.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/forward.hpp"
 
@@ -26,6 +28,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 
 using namespace aff::gpu::test;
 
@@ -120,14 +123,14 @@ AFF_DEVICE_TEST("snapshot") {
         if (std::string(name) == "tiny-a") check("tiny-a (CPU attention)", *cpu, &ck, true, rows);
     }
 
-    // Through ForwardBackend, as the server uses it.
+    // Through the GPU Sequence (open_sequence), as the server uses it.
     const std::string dir = test_data() + "/models/tiny-a";
     auto cpu = aff::Model::load(dir, pool);
     aff::BackendOptions on_gpu, on_cpu;
     on_gpu.gpus = 1;
     on_cpu.gpus = 0;
-    auto gb = aff::ForwardBackend::open(*cpu, dir, on_gpu, {});
-    auto cb = aff::ForwardBackend::open(*cpu, dir, on_cpu, {});
+    auto gb = aff::open_sequence(*cpu, dir, on_gpu, {});
+    auto cb = aff::open_sequence(*cpu, dir, on_cpu, {});
     const int V = cpu->config().vocab_size;
     const std::vector<std::int32_t> prompt = random_tokens(20, V), rest = random_tokens(3, V);
     gb->forward(prompt, false);
@@ -148,6 +151,33 @@ AFF_DEVICE_TEST("snapshot") {
     const auto cpu_snap = cb->snapshot();
     add(rows, "snapshot", "backend: a CPU snapshot into the GPU backend: usage error",
         usage_error([&] { gb->restore(*cpu_snap); }), 0.0);
+    // Rewind through the GPU Sequence (for now a host snapshot per call is its undo record):
+    // decode steps rewound by 3, then a call of 6 (GEMM path) rewound into its middle (the
+    // first 3 run again as their own call), against a fresh sequence making the calls that
+    // reach the same positions; a rewind past the depth is refused.
+    {
+        auto rs = aff::open_sequence(*cpu, dir, on_gpu, {});
+        auto fr = aff::open_sequence(*cpu, dir, on_gpu, {});
+        rs->set_rewind_depth(8);
+        const std::vector<std::int32_t> p20 = random_tokens(20, V), steps = random_tokens(5, V),
+                                         six = random_tokens(6, V), next = random_tokens(2, V);
+        rs->forward(p20, false);
+        for (std::int32_t t : steps) rs->forward(std::span(&t, 1), false);
+        rs->rewind(22);
+        fr->forward(p20, false);
+        for (int i = 0; i < 2; ++i) fr->forward(std::span(&steps[std::size_t(i)], 1), false);
+        long long diff = rs->position() == 22 ? 0 : 1;
+        diff += differing(rs->forward(next, true), fr->forward(next, true));
+        rs->forward(six, false);
+        rs->rewind(27);
+        fr->forward(std::span(six).first(3), false);
+        diff += rs->position() == 27 ? 0 : 1;
+        diff += differing(rs->forward(next, true), fr->forward(next, true));
+        add(rows, "snapshot", "sequence rewind: 3 decode steps back, into a call of 6: floats differing",
+            double(diff), 0.0);
+        add(rows, "snapshot", "sequence rewind past the depth: usage error",
+            usage_error([&] { rs->rewind(rs->position() - 9); }), 0.0);
+    }
     aff::gpu::GpuModel g1(*cpu, nullptr, {}), g2(*cpu, nullptr, {});
     aff::gpu::GpuDecodeState s1 = g1.new_state(), s2 = g2.new_state();
     g1.forward(s1, prompt, false);

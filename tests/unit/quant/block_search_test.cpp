@@ -4,7 +4,7 @@
 // the way aff-run refuses it.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
-#include "libaff/gpu/backend.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 #include "libaff/gpu/block_search_choice.hpp"
 #include "libaff/quant/block_search.hpp"
 #include "libaff/quant/codebook.hpp"

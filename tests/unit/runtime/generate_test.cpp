@@ -1,8 +1,10 @@
-// Tests for libaff/runtime: the generation loop on a tiny fixture, the logits file and
-// token-list parsing.
+// Tests for libaff/runtime: the generation loop on a tiny fixture (forced tokens, greedy and
+// seeded sampling, refusals, a scripted drafter's guesses verified and rewound), the logits
+// file and token-list parsing.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/logits_file.hpp"
 #include "libaff/runtime/token_list.hpp"
@@ -28,15 +30,18 @@ struct Recorded {
 
 Recorded run(const aff::Model& model, const aff::GenerateOptions& opt, bool with_logits) {
     Recorded r;
-    aff::DecodeState state = model.new_state();
-    aff::GenerateCallbacks cb;
-    cb.on_token = [&](std::int32_t t) { r.tokens.push_back(t); };
+    aff::CpuSequence sequence(model);
+    aff::GenerateHooks cb;
+    cb.on_step = [&](const aff::GenerationStep& s) {
+        r.tokens.push_back(s.token);
+        return true;
+    };
     if (with_logits)
         cb.on_logits = [&](std::int64_t pos, std::int32_t, std::span<const float> l) {
             r.positions.push_back(pos);
             r.logits.emplace_back(l.begin(), l.end());
         };
-    aff::generate(model, state, opt, cb);
+    aff::generate(sequence, opt, cb);
     return r;
 }
 }  // namespace
@@ -73,7 +78,6 @@ TEST_CASE("greedy generation follows the argmax and seeded sampling repeats", "[
     aff::GenerateOptions opt;
     opt.prompt = {0, 11, 22, 33};
     opt.max_new_tokens = 6;
-    opt.ignore_eos = true;
     opt.sampling.temperature = 0;
     const Recorded greedy = run(*model, opt, true);
     REQUIRE(greedy.tokens.size() == 6);
@@ -93,14 +97,15 @@ TEST_CASE("greedy generation follows the argmax and seeded sampling repeats", "[
 TEST_CASE("generation refuses tokens outside the vocabulary and an empty prompt", "[runtime]") {
     aff::ThreadPool pool(1);
     auto model = aff::Model::load(kTiny, pool);
-    aff::DecodeState state = model->new_state();
+    aff::CpuSequence sequence(*model);
     aff::GenerateOptions opt;
-    CHECK_THROWS_WITH(aff::generate(*model, state, opt, {}), "the prompt is empty");
+    CHECK_THROWS_WITH(aff::generate(sequence, opt, {}), "the prompt is empty");
     opt.prompt = {0, 256};
-    CHECK_THROWS_WITH(aff::generate(*model, state, opt, {}), "prompt token 256 is outside the model's vocabulary (0..255)");
+    CHECK_THROWS_WITH(aff::generate(sequence, opt, {}), "prompt token 256 is outside the model's vocabulary (0..255)");
     opt.prompt = {0};
     opt.forced = {-1};
-    CHECK_THROWS_WITH(aff::generate(*model, state, opt, {}), "forced token -1 is outside the model's vocabulary (0..255)");
+    CHECK_THROWS_WITH(aff::generate(sequence, opt, {}), "forced token -1 is outside the model's vocabulary (0..255)");
+    CHECK(sequence.position() == 0);  // refused before anything ran
 }
 
 TEST_CASE("a logits file reads back what was written and rejects damage", "[runtime]") {
@@ -138,4 +143,114 @@ TEST_CASE("token lists take commas and spaces and name a bad item", "[runtime]")
     CHECK_THROWS_WITH(aff::parse_token_list("1,x2"), "invalid token id 'x2' (expected a non-negative integer)");
     CHECK_THROWS_WITH(aff::parse_token_list("-3"), "invalid token id '-3' (expected a non-negative integer)");
     CHECK_THROWS_WITH(aff::parse_token_list("99999999999"), Catch::Contains("99999999999"));
+}
+
+namespace {
+
+// A drafter that knows a plain run's tokens and guesses them, wrongly at every third call's
+// second guess and not at all at every fifth call: what the loop does with right, wrong and
+// missing guesses, without a draft model.
+class ScriptedDrafter final : public aff::Drafter {
+public:
+    ScriptedDrafter(std::vector<std::int32_t> generated, std::size_t prompt, int vocab)
+        : generated_(std::move(generated)), prompt_(prompt), vocab_(vocab) {}
+    std::size_t max_tokens() const override { return 3; }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override {
+        ++calls;
+        if (calls % 5 == 0) return {};
+        std::vector<std::int32_t> out;
+        for (std::size_t i = context.size() - prompt_; i < generated_.size() && out.size() < 4; ++i)
+            out.push_back(generated_[i]);  // one more than max_tokens: the loop keeps 3
+        if (calls % 3 == 0 && out.size() > 1) out[1] = (out[1] + 1) % vocab_;
+        return out;
+    }
+    void verified(std::size_t proposed, std::size_t accepted) override {
+        proposed_total += proposed;
+        accepted_total += accepted;
+    }
+    int calls = 0;
+    std::size_t proposed_total = 0, accepted_total = 0;
+
+private:
+    std::vector<std::int32_t> generated_;
+    std::size_t prompt_;
+    int vocab_;
+};
+
+struct Run {
+    Recorded r;
+    aff::GenerateStats stats;
+    std::int64_t end_position = 0;
+    std::vector<aff::Dispatch> dispatches;
+};
+
+Run run_with(const aff::Model& model, const aff::GenerateOptions& opt, aff::Drafter* drafter) {
+    Run out;
+    aff::CpuSequence sequence(model);
+    aff::GenerateHooks h;
+    h.on_step = [&](const aff::GenerationStep& s) {
+        out.r.tokens.push_back(s.token);
+        return true;
+    };
+    h.on_logits = [&](std::int64_t pos, std::int32_t, std::span<const float> l) {
+        out.r.positions.push_back(pos);
+        out.r.logits.emplace_back(l.begin(), l.end());
+    };
+    h.between_dispatches = [&](const aff::Dispatch& d) { out.dispatches.push_back(d); };
+    h.drafter = drafter;
+    out.stats = aff::generate(sequence, opt, h);
+    out.end_position = sequence.position();
+    CHECK(sequence.rewind_depth() == 0);  // the loop gave the depth back
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("with a drafter, the loop generates the tokens and logits of a run without one", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(kTiny, pool);
+    const int V = model->config().vocab_size;
+    for (float temperature : {0.0f, 1.0f}) {
+        INFO("temperature " << temperature);
+        aff::GenerateOptions opt;
+        opt.prompt = {0, 11, 22, 33, 44, 55, 66};
+        opt.max_new_tokens = 30;
+        opt.sampling.temperature = temperature;
+        opt.sampling.seed = 5;
+        const Run plain = run_with(*model, opt, nullptr);
+        REQUIRE(plain.r.tokens.size() == 30);
+        CHECK(plain.stats.drafted_tokens == 0);
+
+        ScriptedDrafter drafter(plain.r.tokens, opt.prompt.size(), V);
+        const Run drafted = run_with(*model, opt, &drafter);
+        CHECK(drafted.r.tokens == plain.r.tokens);
+        CHECK(drafted.r.positions == plain.r.positions);
+        CHECK(drafted.r.logits == plain.r.logits);  // bit for bit: the CPU forward ignores chunking
+        CHECK(drafted.end_position == plain.end_position);
+        CHECK(drafted.stats.generated_tokens == 30);
+        // Guesses were made, some right and some wrong, and fewer calls ran than tokens.
+        CHECK(drafted.stats.drafted_tokens == drafter.proposed_total);
+        CHECK(drafted.stats.accepted_tokens == drafter.accepted_total);
+        CHECK(drafted.stats.accepted_tokens > 0);
+        CHECK(drafted.stats.accepted_tokens < drafted.stats.drafted_tokens);
+        CHECK(drafted.stats.decode_forwards + drafted.stats.accepted_tokens == plain.stats.decode_forwards);
+        const auto verifies = std::count_if(drafted.dispatches.begin(), drafted.dispatches.end(),
+                                            [](const aff::Dispatch& d) { return d.kind == aff::Dispatch::Kind::verify; });
+        CHECK(verifies > 0);
+        CHECK(drafted.dispatches.front().kind == aff::Dispatch::Kind::prompt);
+        CHECK(drafted.dispatches.front().tokens == opt.prompt.size());
+        CHECK(plain.dispatches.size() == plain.stats.decode_forwards + 1);
+
+        // An end token (possibly among accepted guesses, the sequence then past it): the loop
+        // stops there and leaves the sequence where a run without a drafter does.
+        const std::int32_t end = plain.r.tokens[17];
+        opt.is_end_token = [end](std::int32_t t) { return t == end; };
+        const Run plain_end = run_with(*model, opt, nullptr);
+        ScriptedDrafter drafter2(plain.r.tokens, opt.prompt.size(), V);
+        const Run drafted_end = run_with(*model, opt, &drafter2);
+        CHECK(plain_end.stats.ended_by_end_token);
+        CHECK(drafted_end.r.tokens == plain_end.r.tokens);
+        CHECK(drafted_end.r.logits == plain_end.r.logits);
+        CHECK(drafted_end.end_position == plain_end.end_position);
+    }
 }

@@ -7,6 +7,7 @@
 // the engine: the second turn restores a snapshot, reports the tokens it took from it, and
 // its logits equal those of an engine without the cache, bit for bit.
 #include "libaff/serve/model_engine.hpp"
+#include "unit/serve/engine_steps.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -129,23 +130,23 @@ TEST_CASE("model engine: a second turn restores a snapshot and gives the uncache
         const auto answer_ids = cached->tokenizer().encode("Paris.", false);
         const std::vector<std::int32_t> answer =
             thinking ? std::vector<std::int32_t>{6366, 2058} : std::vector<std::int32_t>(answer_ids.begin(), answer_ids.end());
-        cached->prefill(t.first);
+        aff::test::prefill(*cached, t.first);
         CHECK(cached->cached_tokens() == 0);
-        for (std::int32_t tok : answer) cached->decode(tok);
+        for (std::int32_t tok : answer) aff::test::decode(*cached, tok);
         cached->end_sequence();
 
         // Turn 2 on both engines.
-        const auto got = cached->prefill(t.second);
+        const auto got = aff::test::prefill(*cached, t.second);
         const std::vector<float> with(got.begin(), got.end());
         const std::size_t expect = thinking ? after_last_assistant(t.first) : t.first.size() + answer.size();
         CHECK(cached->cached_tokens() == expect);
-        const auto ref = plain->prefill(t.second);
+        const auto ref = aff::test::prefill(*plain, t.second);
         CHECK(plain->cached_tokens() == 0);
         CHECK(with == std::vector<float>(ref.begin(), ref.end()));
         // Decoding on from the restored state stays identical too.
-        const auto d1 = cached->decode(19923);
+        const auto d1 = aff::test::decode(*cached, 19923);
         const std::vector<float> dc(d1.begin(), d1.end());
-        const auto d2 = plain->decode(19923);
+        const auto d2 = aff::test::decode(*plain, 19923);
         CHECK(dc == std::vector<float>(d2.begin(), d2.end()));
         cached->end_sequence();
     }
@@ -162,11 +163,11 @@ TEST_CASE("model engine: a repeated prompt is prefilled from its own snapshot", 
     auto e = load_engine(std::size_t(64) << 20);
     const std::vector<std::int32_t> prompt = e->tokenize("Once upon a time there was", true);
     REQUIRE(prompt.size() > 3);
-    const auto first = e->prefill(prompt);
+    const auto first = aff::test::prefill(*e, prompt);
     const std::vector<float> a(first.begin(), first.end());
     CHECK(e->cached_tokens() == 0);
     e->end_sequence();
-    const auto second = e->prefill(prompt);
+    const auto second = aff::test::prefill(*e, prompt);
     // No <｜Assistant｜> in a plain prompt: the snapshot is one token short of the end.
     CHECK(e->cached_tokens() == prompt.size() - 1);
     CHECK(std::vector<float>(second.begin(), second.end()) == a);
@@ -175,11 +176,11 @@ TEST_CASE("model engine: a repeated prompt is prefilled from its own snapshot", 
         e->tokenize("<｜Assistant｜> and so the story went on and on, for many more words than eight", true);
     REQUIRE(raw[1] == kAssistant);
     REQUIRE(raw.size() > 12);
-    e->prefill(raw);
+    aff::test::prefill(*e, raw);
     e->end_sequence();
-    e->prefill(raw);
+    aff::test::prefill(*e, raw);
     CHECK(e->cached_tokens() == raw.size() - 1);
     // A one-token prompt has nothing to cache.
-    e->prefill(std::vector<std::int32_t>{0});
+    aff::test::prefill(*e, std::vector<std::int32_t>{0});
     CHECK(e->cached_tokens() == 0);
 }

@@ -11,6 +11,7 @@
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/serve/dsv4_chat.hpp"
 #include "libaff/serve/model_engine.hpp"
+#include "unit/serve/engine_steps.hpp"
 #include "libaff/tokenizer/byte_level.hpp"
 
 #include <catch2/catch.hpp>
@@ -92,10 +93,10 @@ TEST_CASE("model engine: prefill and decode give the logits of one forward over 
     const std::vector<std::int32_t> next{6366, 2058, 19923};  // "hi", " world", "Hello"
 
     std::vector<std::vector<float>> got;
-    auto logits = e.prefill(prompt);
+    auto logits = aff::test::prefill(e, prompt);
     got.emplace_back(logits.begin(), logits.end());
     for (std::int32_t t : next) {
-        logits = e.decode(t);
+        logits = aff::test::decode(e, t);
         got.emplace_back(logits.begin(), logits.end());
     }
 
@@ -125,7 +126,7 @@ TEST_CASE("model engine: prefill and decode give the logits of one forward over 
     const auto [lo, hi] = std::minmax_element(got[1].begin(), got[1].begin() + std::ptrdiff_t(known));
     CHECK(*hi - *lo > 0.1f);
     // A second prefill starts over: same prompt, same logits.
-    logits = e.prefill(prompt);
+    logits = aff::test::prefill(e, prompt);
     CHECK(std::vector<float>(logits.begin(), logits.end()) == got[0]);
 }
 
@@ -305,13 +306,13 @@ TEST_CASE("model engine: a container serves like its checkpoint, with the tokeni
     const auto ids = from_container->render_chat(prompt);
     CHECK(ids == from_dir.render_chat(prompt));
     // Verbatim tensors: the same logits bit for bit, prefill and decode.
-    auto a = from_container->prefill(ids);
+    auto a = aff::test::prefill(*from_container, ids);
     const std::vector<float> first(a.begin(), a.end());
-    auto b = from_dir.prefill(ids);
+    auto b = aff::test::prefill(from_dir, ids);
     CHECK(first == std::vector<float>(b.begin(), b.end()));
-    a = from_container->decode(19923);
+    a = aff::test::decode(*from_container, 19923);
     const std::vector<float> second(a.begin(), a.end());
-    b = from_dir.decode(19923);
+    b = aff::test::decode(from_dir, 19923);
     CHECK(second == std::vector<float>(b.begin(), b.end()));
     from_container.reset();
     fs::remove_all(dir);

@@ -2,6 +2,7 @@
 // request is one sequence of the trace, its prompt prefill and its generated tokens decode,
 // and after every request the file holds a complete trace of every request so far.
 #include "libaff/serve/model_engine.hpp"
+#include "unit/serve/engine_steps.hpp"
 #include "libaff/trace/route_trace.hpp"
 
 #include "unit/temp_dir.hpp"
@@ -26,13 +27,13 @@ TEST_CASE("the model engine records each request as one sequence of the route tr
         throw std::runtime_error(o.model_path + " is missing: run ctest (fixture setup.random_model)");
     auto engine = serve::ModelEngine::load(o);
     const std::vector<std::int32_t> first = {0, 11, 12, 13, 14}, second = {0, 21, 22};
-    engine->prefill(first);
-    engine->decode(5);
+    aff::test::prefill(*engine, first);
+    aff::test::decode(*engine, 5);
     engine->end_sequence();
     REQUIRE(aff::trace::read_route_trace(o.route_trace).steps.size() == 3);  // a prompt runs as two calls
-    engine->prefill(second);
-    engine->decode(6);
-    engine->decode(7);
+    aff::test::prefill(*engine, second);
+    aff::test::decode(*engine, 6);
+    aff::test::decode(*engine, 7);
     engine->end_sequence();
     const auto t = aff::trace::read_route_trace(o.route_trace);
     REQUIRE(t.header.layers == std::uint32_t(engine->model().config().num_layers));

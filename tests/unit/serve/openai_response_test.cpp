@@ -41,8 +41,8 @@ TEST_CASE("reasoning, content and two tool calls stream as OpenAI deltas", "[ser
     CHECK(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
     CHECK(m["tool_calls"][1]["function"]["name"] == "time");
     CHECK(m["tool_calls"][0]["id"] == first["id"]);
-    CHECK(b.finish_reason(FinishReason::stop) == "tool_calls");
-    CHECK(b.finish_reason(FinishReason::length) == "length");
+    CHECK(b.finish_reason(aff::FinishReason::stop) == "tool_calls");
+    CHECK(b.finish_reason(aff::FinishReason::length) == "length");
 }
 
 TEST_CASE("a reply with only tool calls has null content; a plain one has no tool_calls", "[serve]") {
@@ -52,7 +52,7 @@ TEST_CASE("a reply with only tool calls has null content; a plain one has no too
     ChatReplyBuilder plain("id", "m", 0);
     plain.deltas({{K::content, "x"}});
     CHECK(plain.message() == json{{"role", "assistant"}, {"content", "x"}, {"refusal", nullptr}});
-    CHECK(plain.finish_reason(FinishReason::stop) == "stop");
+    CHECK(plain.finish_reason(aff::FinishReason::stop) == "stop");
 }
 
 TEST_CASE("a chunk carries id, object, model and one choice", "[serve]") {

@@ -5,7 +5,7 @@
 // learned layers' ids and weights equal to what the router handed the observer, and
 // normalised gates summing to the routed scaling factor.
 #include "libaff/core/thread_pool.hpp"
-#include "libaff/gpu/backend.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/trace/recorder.hpp"
 #include "libaff/trace/route_trace.hpp"
@@ -118,7 +118,7 @@ TEST_CASE("recording routes changes no logit and records what the forward routed
 TEST_CASE("the CPU backend keeps its route observer across reset", "[trace]") {
     ThreadPool pool(2);
     auto model = Model::load(models + "/tiny-a", pool);
-    auto backend = ForwardBackend::open(*model, models + "/tiny-a", BackendOptions{0, 0}, ForwardOptions{});
+    auto backend = open_sequence(*model, models + "/tiny-a", BackendOptions{0, 0}, ForwardOptions{});
     Capture capture;
     backend->set_route_observer(&capture);
     const std::int32_t tokens[2] = {3, 4};

@@ -1,4 +1,4 @@
-// Tests for ForwardBackend::snapshot/restore on the CPU reference (the server's prefix
+// Tests for Sequence::snapshot/restore on the CPU reference (the server's prefix
 // cache, libaff/serve/prefix_cache.hpp, keeps these): a restored snapshot continues bit for
 // bit as the sequence it was taken from, whatever ran on the backend in between; restoring
 // after a prefill of the prefix and then prefilling the suffix gives the logits of a full
@@ -6,7 +6,7 @@
 // too (the CPU forward computes each token's row alone, in an order that does not depend
 // on how the tokens are chunked; this test is what holds the server to that). A snapshot
 // costs what the state holds, which grows with the compressed entries.
-#include "libaff/gpu/backend.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
@@ -18,10 +18,10 @@
 
 namespace {
 
-std::unique_ptr<aff::ForwardBackend> cpu_backend(const aff::Model& model) {
+std::unique_ptr<aff::Sequence> cpu_backend(const aff::Model& model) {
     aff::BackendOptions opt;
     opt.gpus = 0;
-    return aff::ForwardBackend::open(model, {}, opt, {});
+    return aff::open_sequence(model, {}, opt, {});
 }
 
 std::vector<std::int32_t> prompt_of(int n, int vocab) {
@@ -32,7 +32,7 @@ std::vector<std::int32_t> prompt_of(int n, int vocab) {
 
 }  // namespace
 
-TEST_CASE("a restored CPU snapshot continues bit for bit as the sequence it was taken from", "[gpu]") {
+TEST_CASE("a restored CPU snapshot continues bit for bit as the sequence it was taken from", "[runtime]") {
     aff::ThreadPool pool(2);
     for (const char* name : {"tiny-a", "tiny-b", "tiny-c"}) {
         INFO(name);
@@ -73,7 +73,7 @@ TEST_CASE("a restored CPU snapshot continues bit for bit as the sequence it was 
     }
 }
 
-TEST_CASE("a CPU snapshot's size follows the state it copies", "[gpu]") {
+TEST_CASE("a CPU snapshot's size follows the state it copies", "[runtime]") {
     aff::ThreadPool pool(1);
     auto model = aff::Model::load(std::string(AFF_TEST_DATA) + "/models/tiny-b", pool);
     auto backend = cpu_backend(*model);

@@ -1,0 +1,34 @@
+// What the generation loop (generate.hpp) asks of a draft model for speculative decoding: a
+// guess of the next few tokens, which the loop verifies in one forward call of the target
+// model and keeps as far as the target agrees, rewinding the sequence (sequence.hpp) past the
+// rest. The loop accepts a guessed token only where it samples that very token from the
+// target's logits, so the tokens generated are those of a run without a drafter (bit for bit
+// on the CPU reference, whose logits do not depend on how tokens are split into calls).
+// No drafter is implemented yet (MTP or a small model are the candidates); tests use scripted
+// ones.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace aff {
+
+class Drafter {
+public:
+    virtual ~Drafter() = default;
+    // The most tokens one propose() returns: the loop keeps that many positions of the
+    // sequence rewindable while it runs.
+    virtual std::size_t max_tokens() const = 0;
+    // Up to max_tokens() tokens guessed to follow `context` (the prompt and every token
+    // chosen so far; the last one is not run yet). Empty: no guess this step.
+    virtual std::vector<std::int32_t> propose(std::span<const std::int32_t> context) = 0;
+    // How the last proposal fared: its first `accepted` of `proposed` tokens were the model's.
+    virtual void verified(std::size_t proposed, std::size_t accepted) {
+        (void)proposed;
+        (void)accepted;
+    }
+};
+
+}  // namespace aff

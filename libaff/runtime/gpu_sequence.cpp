@@ -1,0 +1,80 @@
+// GpuSequence (gpu_sequence.hpp). The whole file is for GPU builds: the CPU-only build has no
+// GpuModel to wrap.
+#include "libaff/runtime/gpu_sequence.hpp"
+
+#if defined(AFF_HAVE_GPU)
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/device.hpp"
+#include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/undo_log.hpp"
+
+namespace aff {
+namespace {
+
+// The bytes of the device state that matter at the snapshot's position, in host memory
+// (GpuModel::snapshot), or the CPU attention's state: the budget counts what is held.
+class GpuSnapshot final : public SequenceSnapshot {
+public:
+    explicit GpuSnapshot(gpu::GpuStateSnapshot s) : state(std::move(s)) {}
+    std::int64_t position() const override { return state.position; }
+    std::size_t bytes() const override { return state.device.size() + host_state_bytes(state.attention) + sizeof(*this); }
+    gpu::GpuStateSnapshot state;
+};
+
+class GpuUndo final : public UndoLogSequence::UndoRecord {
+public:
+    explicit GpuUndo(gpu::GpuStateSnapshot s) : state(std::move(s)) {}
+    gpu::GpuStateSnapshot state;
+};
+
+class GpuSequence final : public UndoLogSequence {
+public:
+    GpuSequence(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
+        : model_(m, weights, o), state_(model_.new_state()) {}
+    bool on_gpu() const override { return true; }
+    std::string describe() const override {
+        std::string s;
+        for (int d : model_.devices())
+            s += (s.empty() ? "GPU " : ", GPU ") + std::to_string(d) + " (" + gpu::device_info(d).name + ")";
+        return s + "; " + model_.describe();
+    }
+    std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
+    std::int64_t position() const override { return state_.position; }
+    void reset() override {
+        state_ = model_.new_state();
+        forget_history();
+    }
+    bool can_snapshot() const override { return true; }
+    std::unique_ptr<SequenceSnapshot> snapshot() const override {
+        return std::make_unique<GpuSnapshot>(model_.snapshot(state_));
+    }
+    void restore(const SequenceSnapshot& snapshot) override {
+        const auto* s = dynamic_cast<const GpuSnapshot*>(&snapshot);
+        if (!s) throw_usage("restore: the snapshot was not taken by the GPU backend");
+        model_.restore(state_, s->state);
+        forget_history();
+    }
+
+private:
+    std::unique_ptr<UndoRecord> take_undo(std::span<const std::int32_t>) const override {
+        return std::make_unique<GpuUndo>(model_.snapshot(state_));
+    }
+    void apply_undo(const UndoRecord& record) override {
+        model_.restore(state_, static_cast<const GpuUndo&>(record).state);
+    }
+    std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
+        return model_.forward(state_, tokens, all_logits);
+    }
+
+    gpu::GpuModel model_;
+    gpu::GpuDecodeState state_;
+};
+
+}  // namespace
+
+std::unique_ptr<Sequence> make_gpu_sequence(const Model& cpu, const TensorReader* weights, const gpu::GpuOptions& options) {
+    return std::make_unique<GpuSequence>(cpu, weights, options);
+}
+
+}  // namespace aff
+#endif

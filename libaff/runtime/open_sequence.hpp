@@ -1,0 +1,33 @@
+// Which forward pass a tool runs: the GPU model (libaff/gpu/forward.hpp) when this build has
+// GPU support, a device is visible and --gpus does not say 0; the CPU reference otherwise.
+// Built in every build (CPU-only builds answer "CPU" or refuse --gpus N), so tools include it
+// without caring how aff was configured. Device visibility follows CUDA_VISIBLE_DEVICES /
+// HIP_VISIBLE_DEVICES through the runtime.
+#pragma once
+
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/sequence.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace aff {
+
+struct BackendOptions {
+    int gpus = -1;               // --gpus: -1 = use a GPU when one is visible, 0 = CPU, N = N GPUs
+    std::size_t gpu_mib = 0;     // --gpu-mib: device memory cap, 0 = all free memory
+};
+
+// Picks and builds the sequence's backend; `cpu` must outlive it. model_path is the checkpoint
+// directory or .aff container `cpu` was loaded from (empty: none): the GPU model reads the
+// bytes of weights it keeps as stored (dense FP8) from it; quantised routed experts come from
+// the model's own expert source. Throws usage for --gpus N in a build without GPU support,
+// device when fewer GPUs are visible than asked for or the model does not fit.
+std::unique_ptr<Sequence> open_sequence(const Model& cpu, const std::string& model_path, const BackendOptions& options,
+                                        const ForwardOptions& forward);
+
+// True when this build was configured with a GPU backend (AFF_GPU not OFF).
+bool gpu_support_built();
+
+}  // namespace aff

@@ -1,0 +1,48 @@
+// UndoLogSequence (undo_log.hpp): the log of undo records and the rewind over it.
+#include "libaff/runtime/undo_log.hpp"
+
+#include <algorithm>
+
+namespace aff {
+
+std::vector<float> UndoLogSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+    if (depth_ == 0 || tokens.empty()) return run(tokens, all_logits);
+    Chunk chunk{position(), {tokens.begin(), tokens.end()}, take_undo(tokens)};
+    std::vector<float> logits = run(tokens, all_logits);
+    log_.push_back(std::move(chunk));
+    trim();
+    return logits;
+}
+
+void UndoLogSequence::set_rewind_depth(std::size_t tokens) {
+    depth_ = tokens;
+    trim();
+}
+
+std::int64_t UndoLogSequence::rewind_floor() const {
+    const std::int64_t now = position();
+    if (log_.empty()) return now;
+    return std::max(log_.front().start, now - static_cast<std::int64_t>(depth_));
+}
+
+void UndoLogSequence::trim() {
+    const std::int64_t keep_from = position() - static_cast<std::int64_t>(depth_);
+    while (!log_.empty() &&
+           (depth_ == 0 || log_.front().start + static_cast<std::int64_t>(log_.front().tokens.size()) <= keep_from))
+        log_.pop_front();
+}
+
+void UndoLogSequence::rewind_to(std::int64_t to) {
+    // Sequence::rewind checked rewind_floor() <= to < position(): the log covers `to`.
+    while (!log_.empty() && log_.back().start >= to) {
+        apply_undo(*log_.back().undo);
+        log_.pop_back();
+    }
+    if (position() == to) return;
+    Chunk straddling = std::move(log_.back());
+    log_.pop_back();
+    apply_undo(*straddling.undo);
+    forward(std::span<const std::int32_t>(straddling.tokens).first(static_cast<std::size_t>(to - straddling.start)), false);
+}
+
+}  // namespace aff
