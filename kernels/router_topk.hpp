@@ -1,8 +1,8 @@
 // MoE router on the GPU (model doc §3.9), from router logits to the chosen experts and their
 // mixing weights: s = sqrt(softplus(logit)); selection by top-k of s + bias (learned layers)
 // or by the token's tid2eid row (hash layers); weights s / Σ_selected s, times route_scale.
-// Host-callable declarations only; device code in router_topk.hip, CPU twin in
-// libaff/gpu/reference/.
+// Host-callable declarations only; device code in router_topk.hip. CPU twin: the CPU forward's
+// own router, libaff/model/router.hpp (aff::route).
 #pragma once
 
 #include <cstdint>

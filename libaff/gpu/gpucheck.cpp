@@ -44,12 +44,12 @@
 #include "libaff/gpu/reference/gemm.hpp"
 #include "libaff/gpu/reference/hc.hpp"
 #include "libaff/gpu/reference/rms_norm.hpp"
-#include "libaff/gpu/reference/router_topk.hpp"
 #include "libaff/model/attention_ops.hpp"
 #include "libaff/checkpoint/config.hpp"
 #include "libaff/model/container_experts.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/model/router.hpp"
 #include "libaff/model/weights.hpp"
 #include "libaff/quant/matrix.hpp"
 #include "libaff/quant/quantize_plan.hpp"
@@ -493,8 +493,9 @@ public:
             const RouterConfig rc{E, k, float(cfg_.routed_scaling_factor)};
             std::vector<std::int32_t> ids(std::size_t(T) * k);
             std::vector<float> weights(ids.size());
-            cpu::router_topk(logits.data(), T, rc, hash ? nullptr : f.bias.data(), hash ? f.tid2eid.data() : nullptr,
-                             tokens.data(), ids.data(), weights.data());
+            // The forward's own router (libaff/model/router.hpp); the kernel always normalises.
+            route(logits.data(), T, {E, k, rc.route_scale, true}, hash ? nullptr : f.bias.data(),
+                  hash ? f.tid2eid.data() : nullptr, tokens.data(), ids.data(), weights.data());
             Buffer dl = to_device(logits), db = to_device(hash ? std::vector<float>(E, 0.0f) : f.bias),
                    dt = to_device(hash ? f.tid2eid : std::vector<std::int32_t>(1, 0)), dtok = to_device(tokens),
                    dids = poisoned(ids.size(), 4), dwt = poisoned(weights.size());

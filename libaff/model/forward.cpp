@@ -7,6 +7,7 @@
 
 #include "libaff/model/attention_ops.hpp"
 #include "libaff/model/ops.hpp"
+#include "libaff/model/router.hpp"
 
 #include "libaff/core/error.hpp"
 
@@ -257,8 +258,8 @@ void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n
     attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out, nullptr);
 }
 
-// §3.9: router (sqrtsoftplus; bias for selection only, or tid2eid for hash layers),
-// routed SwiGLU experts with clamps, shared expert.
+// §3.9: router (router.hpp: sqrtsoftplus; bias for selection only, or tid2eid for hash
+// layers), routed SwiGLU experts with clamps, shared expert.
 void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
                 float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes) const {
     const ModelConfig& c = config_;
@@ -267,35 +268,14 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
     const float limit = static_cast<float>(c.swiglu_limit);
     std::vector<float> logits(std::size_t(n) * E);
     gemm(pool_, w.gate, b, n, logits.data());
-    std::vector<int> chosen(std::size_t(n) * k);
-    std::vector<float> gates(std::size_t(n) * k);
-    for (int t = 0; t < n; ++t) {
-        std::vector<float> score(E);
-        for (int e = 0; e < E; ++e) score[e] = std::sqrt(softplus(logits[std::size_t(t) * E + e]));
-        int* sel = &chosen[std::size_t(t) * k];
-        if (hash) {
-            for (int j = 0; j < k; ++j) sel[j] = w.tid2eid[std::size_t(tokens[t]) * k + j];
-        } else {
-            std::vector<int> order(E);
-            std::iota(order.begin(), order.end(), 0);
-            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int x, int y) {
-                const float sx = score[x] + w.bias[x], sy = score[y] + w.bias[y];
-                return sx > sy || (sx == sy && x < y);
-            });
-            std::copy(order.begin(), order.begin() + k, sel);
-            if (margins) {
-                std::vector<float> biased(E);
-                for (int e = 0; e < E; ++e) biased[e] = score[e] + w.bias[e];
-                margins->note(start + t, topk_margin(biased.data(), E, sel, k));
-            }
-        }
-        float sum = 0;
-        for (int j = 0; j < k; ++j) sum += score[sel[j]];
-        for (int j = 0; j < k; ++j) {
-            const float g = c.norm_topk_prob ? score[sel[j]] / (sum + 1e-20f) : score[sel[j]];
-            gates[std::size_t(t) * k + j] = g * static_cast<float>(c.routed_scaling_factor);
-        }
-    }
+    std::vector<std::int32_t> chosen(std::size_t(n) * k);
+    std::vector<float> gates(std::size_t(n) * k), keys(margins && !hash ? std::size_t(n) * E : 0);
+    const RouterShape shape{E, k, static_cast<float>(c.routed_scaling_factor), c.norm_topk_prob};
+    route(logits.data(), n, shape, hash ? nullptr : w.bias.data(), hash ? w.tid2eid.data() : nullptr, tokens.data(),
+          chosen.data(), gates.data(), keys.empty() ? nullptr : keys.data());
+    if (!keys.empty())
+        for (int t = 0; t < n; ++t)
+            margins->note(start + t, topk_margin(&keys[std::size_t(t) * E], E, &chosen[std::size_t(t) * k], k));
     if (routes) routes->on_route(RouteEvent{layer_index, start, tokens, k, chosen, gates});
     std::fill(out, out + std::size_t(n) * D, 0.0f);
     if (!options_.no_routed_experts) {

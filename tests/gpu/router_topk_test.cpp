@@ -1,9 +1,10 @@
-// Device test: kernels/router_topk.hip against the CPU twin, learned layers (256 experts,
+// Device test: kernels/router_topk.hip against the CPU forward's own router
+// (libaff/model/router.hpp), learned layers (256 experts,
 // top 6, random selection bias) and hash layers (tid2eid rows), 1 and 4 tokens; ids must be
 // identical, weights within the bound.
 #include "device_test.hpp"
 
-#include "libaff/gpu/reference/router_topk.hpp"
+#include "libaff/model/router.hpp"
 #include "kernels/router_topk.hpp"
 
 #include <algorithm>
@@ -33,8 +34,8 @@ AFF_DEVICE_TEST("router_topk") {
             const size_t out = static_cast<size_t>(tokens) * c.top_k;
             std::vector<int32_t> want_ids(out);
             std::vector<float> want_w(out);
-            aff::cpu::router_topk(logits.data(), tokens, c, bias.data(), hash ? tid2eid.data() : nullptr,
-                                  token_ids.data(), want_ids.data(), want_w.data());
+            aff::route(logits.data(), tokens, {c.experts, c.top_k, c.route_scale, true}, bias.data(),
+                       hash ? tid2eid.data() : nullptr, token_ids.data(), want_ids.data(), want_w.data());
             aff::gpu::Buffer dids = poisoned(out, sizeof(int32_t)), dw = poisoned(out);
             aff::gpu::Stream s;
             aff::gpu::router_topk(dl.as<float>(), tokens, c, db.as<float>(), hash ? dt.as<int32_t>() : nullptr,

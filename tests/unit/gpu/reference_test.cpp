@@ -7,7 +7,6 @@
 #include "libaff/gpu/reference/moe_gemv.hpp"
 #include "libaff/gpu/reference/rms_norm.hpp"
 #include "libaff/gpu/reference/rope.hpp"
-#include "libaff/gpu/reference/router_topk.hpp"
 
 #include "libaff/core/error.hpp"
 #include "libaff/quant/codebook.hpp"
@@ -182,35 +181,6 @@ TEST_CASE("hyper head mixes the streams by sigmoid(scale z + base) + eps", "[gpu
     for (int k = 0; k < 4; ++k) want += (1.0 / (1.0 + std::exp(-base[k])) + 1e-6) * (k + 1);
     CHECK_THAT(y[0], WithinRel(want, 1e-6));
     CHECK_THAT(y[1], WithinRel(want, 1e-6));
-}
-
-TEST_CASE("router: bias only selects, weights renormalise and scale, hash uses tid2eid", "[gpu]") {
-    aff::gpu::RouterConfig c;
-    c.experts = 8;
-    c.top_k = 2;
-    c.route_scale = 1.5f;
-    const std::vector<float> logits = {0.0f, 3.0f, 30.0f, -2.0f, 1.0f, 2.0f, -5.0f, 0.5f};
-    auto s = [](double v) { return std::sqrt(v > 20.0 ? v : std::log1p(std::exp(v))); };
-    std::vector<int32_t> ids(2);
-    std::vector<float> wts(2);
-    aff::cpu::router_topk(logits.data(), 1, c, nullptr, nullptr, nullptr, ids.data(), wts.data());
-    CHECK(ids == std::vector<int32_t>{2, 1});
-    CHECK_THAT(wts[0], WithinRel(1.5 * s(30.0) / (s(30.0) + s(3.0)), 1e-6));
-
-    // A bias of +10 on expert 6 puts it first; its weight still comes from its own score.
-    std::vector<float> bias(8, 0.0f);
-    bias[6] = 10.0f;
-    aff::cpu::router_topk(logits.data(), 1, c, bias.data(), nullptr, nullptr, ids.data(), wts.data());
-    CHECK(ids == std::vector<int32_t>{6, 2});
-    CHECK_THAT(wts[0], WithinRel(1.5 * s(-5.0) / (s(-5.0) + s(30.0)), 1e-6));
-    CHECK_THAT(wts[0] + wts[1], WithinRel(1.5f, 1e-6f));
-
-    // Hash layer: token 1's row, in table order, whatever the scores say.
-    const std::vector<int32_t> tid2eid = {0, 1, 7, 3};
-    const int32_t token = 1;
-    aff::cpu::router_topk(logits.data(), 1, c, bias.data(), tid2eid.data(), &token, ids.data(), wts.data());
-    CHECK(ids == std::vector<int32_t>{7, 3});
-    CHECK_THAT(wts[1], WithinRel(1.5 * s(-2.0) / (s(0.5) + s(-2.0)), 1e-6));
 }
 
 TEST_CASE("moe gemv twin: windows of all-zero and all-one bits, block scales, zero scale", "[gpu]") {
