@@ -1,6 +1,6 @@
 // Checks a container's per-tensor XXH3-64 digests (formats/container.md §7), hashing
 // tensors on a ThreadPool. The reader never hashes on open; this is the "on request"
-// half (aff-verify, and --verify of the tools that load a container).
+// half (aff-verify; the tools that load a container check structure only).
 #pragma once
 
 #include "libaff/container/container.hpp"
