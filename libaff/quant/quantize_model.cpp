@@ -21,7 +21,6 @@
 #include "libaff/quant/quantize_plan.hpp"
 #include "libaff/quant/source_digests.hpp"
 
-#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -54,9 +53,7 @@ std::string default_creation_time() {
             throw_usage("SOURCE_DATE_EPOCH='" + text + "' is not a number of seconds");
         return rfc3339_utc(std::stoll(text));
     }
-    return rfc3339_utc(std::chrono::duration_cast<std::chrono::seconds>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count());
+    return {};
 }
 
 namespace {

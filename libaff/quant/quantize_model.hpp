@@ -6,7 +6,7 @@
 // (`draft`) the mtp.* stages against the main container's codebook (§5.1 of the
 // container spec). The file appears only when complete (ContainerWriter), and its
 // bytes are a pure function of the inputs and options: no thread count, time or
-// directory enters them unless given (`created`).
+// directory enters them (a creation time only when given: `created`).
 #pragma once
 
 #include "libaff/core/progress.hpp"
@@ -39,9 +39,10 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& options, ThreadPool& p
 
 // "2026-11-29T13:00:00Z" for seconds since the Unix epoch.
 std::string rfc3339_utc(std::int64_t unix_seconds);
-// The creation time to record: $SOURCE_DATE_EPOCH when set (the reproducible-builds
-// convention, so two runs can be compared byte for byte), else now. A value that is
-// not a non-negative integer is a usage error.
+// The creation time to record: $SOURCE_DATE_EPOCH's when set (the reproducible-builds
+// convention), else none (the empty string): the clock never enters the file, so two runs
+// on the same inputs write the same bytes with nothing set. A value that is not a
+// non-negative integer is a usage error.
 std::string default_creation_time();
 
 }  // namespace aff::quant
