@@ -78,6 +78,20 @@ std::vector<std::string> find_parts(const std::string& any_part) {
     return paths;
 }
 
+namespace {
+
+// The whole file's name in the sums file: relative to the sums file's folder, as
+// `sha256sum -c` run there resolves it (just the name when the parts go beside it).
+std::string listed_name(const std::string& input, const fs::path& out_dir) {
+    std::error_code ec;
+    const fs::path file = fs::weakly_canonical(fs::absolute(input), ec);
+    const fs::path dir = fs::weakly_canonical(fs::absolute(out_dir.empty() ? fs::path(".") : out_dir), ec);
+    const fs::path rel = file.lexically_relative(dir);
+    return ec || rel.empty() ? file.string() : rel.string();
+}
+
+}  // namespace
+
 SplitResult split_file(const std::string& input, const SplitOptions& options, Progress& progress) {
     if (options.max_size == 0) throw_usage("--max-size must be greater than zero");
     const SequentialFile in(input);
@@ -104,6 +118,7 @@ SplitResult split_file(const std::string& input, const SplitOptions& options, Pr
         r.parts.push_back(p);
     }
     r.sums_path = (out_dir / options.sums_name).string();
+    r.listed_as = listed_name(input, out_dir);
 
     // A part of an earlier split into another count would make the set ambiguous.
     std::error_code ec;
@@ -116,13 +131,17 @@ SplitResult split_file(const std::string& input, const SplitOptions& options, Pr
 
     // Existing sums for other files are kept; ours are replaced.
     std::vector<ChecksumLine> kept;
+    bool sums_had_ours = false;
     if (fs::exists(r.sums_path)) {
-        std::set<std::string> ours{r.name};
+        std::set<std::string> ours{r.listed_as};
         for (const PartInfo& p : r.parts) ours.insert(p.name);
-        for (ChecksumLine& l : read_sha256sums(r.sums_path))
+        for (ChecksumLine& l : read_sha256sums(r.sums_path)) {
             if (!ours.count(l.name)) kept.push_back(std::move(l));
+            else sums_had_ours = true;
+        }
     }
 
+    // Every part is an unnamed temporary until all are written (AtomicFile).
     std::vector<std::unique_ptr<AtomicFile>> files;
     for (const PartInfo& p : r.parts) files.push_back(std::make_unique<AtomicFile>(p.path));
 
@@ -156,21 +175,25 @@ SplitResult split_file(const std::string& input, const SplitOptions& options, Pr
         const std::string s = format_sha256sums_line({p.digest, p.name});
         sums.write(s.data(), s.size());
     }
-    const std::string s = format_sha256sums_line({r.digest, r.name});
+    const std::string s = format_sha256sums_line({r.digest, r.listed_as});
     sums.write(s.data(), s.size());
 
-    // All or nothing: a failure while renaming takes back the parts already renamed.
-    std::size_t committed = 0;
-    try {
-        for (auto& f : files) {
-            f->commit();
-            ++committed;
-        }
-        sums.commit();
-    } catch (...) {
-        for (std::size_t i = 0; i < committed; ++i) ::unlink(r.parts[i].path.c_str());
-        throw;
+    // The set appears as a whole or not at all. No old sums line may vouch for a mix of
+    // old and new parts, and no old part may fill a gap in the new set: both go first.
+    // Then the parts are renamed and the sums file last, all taken back on a failure or
+    // a signal (commit_together). A SIGKILL between renames leaves either a set with a
+    // part missing, which nothing loads, or every part and no sums lines for them.
+    if (sums_had_ours) {
+        std::string text;
+        for (const ChecksumLine& l : kept) text += format_sha256sums_line(l);
+        write_file_atomically(r.sums_path, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
     }
+    for (const PartInfo& p : r.parts)
+        if (::unlink(p.path.c_str()) != 0 && errno != ENOENT) throw_errno("cannot remove the old part", p.path, errno);
+    std::vector<AtomicFile*> set;
+    for (auto& f : files) set.push_back(f.get());
+    set.push_back(&sums);
+    commit_together(set);
     return r;
 }
 

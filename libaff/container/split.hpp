@@ -2,8 +2,9 @@
 // `cat FILE.part-* > FILE` reassembles, with a SHA256SUMS for the parts and the whole
 // file (formats/container.md §10). The input is read once: each block feeds the
 // whole-file hash, the current part's hash and the part's file, on two threads.
-// Every part stays a temporary until all are complete; then all are renamed, so a
-// failed or interrupted split leaves nothing under a final name.
+// Every part stays a temporary until all are complete; then all are renamed and the
+// sums file last, so a failed or interrupted split leaves nothing under a final name
+// (killed outright between two renames: an incomplete set that no reader takes whole).
 #pragma once
 
 #include "libaff/core/hash.hpp"
@@ -39,7 +40,8 @@ struct PartInfo {
 
 struct SplitResult {
     std::string input;
-    std::string name;  // the whole file's name in SHA256SUMS
+    std::string name;       // the whole file's name, the stem of the parts' names
+    std::string listed_as;  // the whole file in SHA256SUMS: relative to the sums file's folder
     std::uint64_t size = 0;
     Sha256Digest digest{};
     std::vector<PartInfo> parts;

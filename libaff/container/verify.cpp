@@ -195,7 +195,12 @@ PartsReport verify_parts(const std::string& any_part, const PartsOptions& option
     if (sums_path.empty() && fs::exists(dir / "SHA256SUMS")) sums_path = (dir / "SHA256SUMS").string();
     std::map<std::string, Sha256Digest> expected;
     if (!sums_path.empty()) {
-        for (const ChecksumLine& l : read_sha256sums(sums_path)) expected[l.name] = l.digest;
+        for (const ChecksumLine& l : read_sha256sums(sums_path)) {
+            expected[l.name] = l.digest;
+            // Split with -o DIR, the whole file is listed relative to DIR ("../m.aff").
+            const std::string file = fs::path(l.name).filename().string();
+            if (file == r.base && l.name != r.base && !expected.count(r.base)) expected[r.base] = l.digest;
+        }
         r.sums_path = sums_path;
     }
     std::vector<std::string> names;

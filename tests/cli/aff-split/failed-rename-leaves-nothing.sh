@@ -1,5 +1,7 @@
-# Part 2's final name is taken by a directory, so its rename fails after part 1's has
-# succeeded: the split must take part 1 back and leave no part, temporary or sums file.
+# Part 2's final name is taken by a directory: the split is refused before anything is
+# read or written (an output name may hold only a regular file), and no part, temporary
+# or sums file is left. (A rename that fails after others succeeded is taken back too:
+# tests/unit/core/atomic_file_test.cpp, commit_together.)
 cp "$DATA/tiny.aff" .
 mkdir -p tiny.aff.part-00002-of-00003/blocker
 status=0

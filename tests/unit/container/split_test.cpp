@@ -109,3 +109,27 @@ TEST_CASE("parts of whole pages map end to end into the original bytes", "[conta
     CHECK(std::equal(whole.begin(), whole.end(), map.bytes().begin(), map.bytes().end()));
     CHECK_FALSE(aff::ConcatenatedMap::can_map({4096, 100, 5}));
 }
+
+TEST_CASE("with an output directory the sums file names the whole file relative to its own folder", "[container]") {
+    TempDir dir;
+    write_all(dir / "m.bin", aff::test::fixture_bytes(10000, 2));
+    fs::create_directory(dir / "out");
+    aff::SplitOptions opt;
+    opt.max_size = 4096;
+    opt.output_dir = dir / "out";
+    const aff::SplitResult r = aff::split_file(dir / "m.bin", opt, aff::null_progress());
+    CHECK(r.listed_as == "../m.bin");
+    const auto sums = aff::read_sha256sums(dir / "out/SHA256SUMS");
+    REQUIRE(sums.size() == 4);
+    CHECK(sums[0].name == "m.bin.part-00001-of-00003");
+    CHECK(sums[3].name == "../m.bin");
+    // `sha256sum -c` run in the folder finds every file it lists, and so does aff-verify.
+    const aff::SumsReport check = aff::check_sha256sums(dir / "out/SHA256SUMS", {}, aff::null_progress());
+    CHECK(check.ok());
+    const aff::PartsReport parts = aff::verify_parts(r.parts[0].path, {}, aff::null_progress());
+    CHECK(parts.ok());
+    REQUIRE(parts.sums.size() == 4);
+    // Beside the file, the name alone.
+    const aff::SplitResult beside = aff::split_file(dir / "m.bin", {}, aff::null_progress());
+    CHECK(beside.listed_as == "m.bin");
+}
