@@ -5,6 +5,7 @@
 
 #include "libaff/container/layout.hpp"
 #include "libaff/core/error.hpp"
+#include "libaff/core/printable.hpp"
 #include "libaff/core/hash.hpp"
 
 #include <algorithm>
@@ -78,18 +79,7 @@ void check_no_overlap(std::vector<Interval>& v) {
 
 }  // namespace
 
-std::string to_string(const SectionId& id) {
-    std::string s;
-    for (char c : id) {
-        if (c >= 0x20 && c < 0x7F) s.push_back(c);
-        else {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-            s += buf;
-        }
-    }
-    return s;
-}
+std::string to_string(const SectionId& id) { return printable(std::string_view(id.data(), id.size())); }
 
 std::uint64_t TensorInfo::elements() const {
     std::uint64_t n = 1;

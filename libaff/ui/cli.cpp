@@ -3,6 +3,7 @@
 
 #include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
+#include "libaff/core/printable.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,8 +14,10 @@
 #include <csignal>
 #include <cstdio>
 #include <deque>
+#include <fcntl.h>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 #include <unistd.h>
 
@@ -31,23 +34,38 @@ void restore_terminal() {
     if (void (*restore)() = g_terminal_restore.exchange(nullptr)) restore();
 }
 
-extern "C" void on_sigint(int) {
-    restore_terminal();
-    remove_registered_temporaries();
-    ::_exit(exit_interrupted);
-}
-
-// SIGTERM and SIGHUP (a service manager stopping us, a closed terminal) must not leave a
-// temporary beside the output either; after the cleanup the signal is re-raised with its
-// default action, so the parent sees the death by signal it asked for.
+// SIGINT, and SIGTERM and SIGHUP (a service manager stopping us, a closed terminal), must
+// not leave a temporary or half a set of outputs behind: the handler removes them and
+// ends the process with 128 + the signal's number, the status a shell reports for it.
 extern "C" void on_termination(int sig) {
     restore_terminal();
     remove_registered_temporaries();
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
+    ::_exit(128 + sig);
+}
+
+// on_stop_signal's self-pipe: the handler only writes the signal's number to it.
+int g_stop_pipe[2] = {-1, -1};
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void on_stop(int sig) {
+    if (g_stop_requested.exchange(true)) on_termination(sig);
+    const unsigned char c = static_cast<unsigned char>(sig);
+    [[maybe_unused]] const ssize_t n = ::write(g_stop_pipe[1], &c, 1);
 }
 
 }  // namespace
+
+void on_stop_signal(std::function<void(int signal)> on_stop_fn) {
+    if (g_stop_pipe[0] < 0 && ::pipe2(g_stop_pipe, O_CLOEXEC) != 0) throw_errno("cannot create pipe", "signals", errno);
+    std::thread([fn = std::move(on_stop_fn)] {
+        unsigned char c = 0;
+        while (::read(g_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        fn(c);
+    }).detach();
+    std::signal(SIGINT, on_stop);
+    std::signal(SIGTERM, on_stop);
+}
 
 std::unique_ptr<Progress> Common::progress() const {
     ui::ProgressMode mode = ui::ProgressMode::auto_detect;
@@ -69,7 +87,22 @@ Common& add_common(CLI::App& app, bool with_json) {
 
 std::size_t& add_threads(CLI::App& app) {
     std::size_t& t = g_threads.emplace_back(0);
-    app.add_option("-t,--threads", t, "worker threads (0 = one per hardware thread)")->default_str("0");
+    // A typo such as -t 100000 would start that many threads and exhaust the machine's
+    // process table: more than 4 x the hardware threads is refused.
+    const std::size_t most = 4 * std::max(1u, std::thread::hardware_concurrency());
+    app.add_option("-t,--threads", t, "worker threads (0 = one per hardware thread)")
+        ->default_str("0")
+        ->check(CLI::Validator(
+            [most](const std::string& text) -> std::string {
+                std::size_t n = 0;
+                const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+                if (ec != std::errc() || end != text.data() + text.size()) return "expected a whole number, got " + text;
+                if (n > most)
+                    return text + " threads is more than 4 x the " + std::to_string(most / 4) +
+                           " hardware threads (at most " + std::to_string(most) + ")";
+                return {};
+            },
+            "N"));
     return t;
 }
 
@@ -151,7 +184,8 @@ void set_terminal_restore(void (*restore)()) { g_terminal_restore = restore; }
 
 void print_error(const std::string& tool, const std::string& message) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: %s\n", tool.c_str(), message.c_str());
+    // Messages quote names and values read from files: never let their bytes drive the terminal.
+    std::fprintf(stderr, "%s: %s\n", tool.c_str(), printable(message).c_str());
 }
 
 int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body, const SingleDashAliases& aliases) {
@@ -178,7 +212,7 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body, 
         std::fprintf(stderr, "Run '%s --help' for usage.\n", tool.c_str());
         return exit_usage;
     }
-    std::signal(SIGINT, on_sigint);
+    std::signal(SIGINT, on_termination);
     std::signal(SIGTERM, on_termination);
     std::signal(SIGHUP, on_termination);
     std::signal(SIGPIPE, SIG_IGN);

@@ -2,8 +2,9 @@
 // the same everywhere, with units in their names), and run(), which parses, installs
 // the signal handlers (SIGINT, SIGTERM and SIGHUP remove unfinished outputs'
 // temporaries), runs the tool's body and maps the outcome to an exit status:
-//   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted (SIGINT);
-//   SIGTERM and SIGHUP end the process by that signal after the cleanup.
+//   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted (SIGINT),
+//   143 terminated (SIGTERM), 129 hung up (SIGHUP).
+// Error lines pass through printable(): bytes read from files never reach the terminal raw.
 // Finally it flushes stdout and fails on a write error (a full disk must not pass
 // silently; a closed pipe is not an error).
 #pragma once
@@ -25,6 +26,7 @@ constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
 constexpr int exit_interrupted = 130;
+constexpr int exit_terminated = 143;
 
 struct Common {
     bool json = false;
@@ -66,6 +68,11 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body,
 // A function the signal handlers call before the process ends (the live view restores
 // the terminal with it); it must be async-signal-safe. nullptr clears it.
 void set_terminal_restore(void (*restore)());
+
+// For servers, called inside run()'s body: the first SIGINT or SIGTERM calls
+// on_stop(signal) on a thread of its own (so it may block and take locks) instead of
+// ending the process; a second one ends it at once with 128 + the signal's number.
+void on_stop_signal(std::function<void(int signal)> on_stop);
 
 // Prints "<tool>: <message>" on stderr; for warnings from tool mains.
 void print_error(const std::string& tool, const std::string& message);

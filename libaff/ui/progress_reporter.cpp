@@ -1,6 +1,7 @@
 // Rendering of progress lines (see progress_reporter.hpp for the rules).
 #include "libaff/ui/progress_reporter.hpp"
 
+#include "libaff/core/printable.hpp"
 #include "libaff/core/units.hpp"
 
 #include <unistd.h>
@@ -30,7 +31,7 @@ std::string ProgressReporter::quantity(double v) const {
 }
 
 void ProgressReporter::begin(const std::string& stage, std::uint64_t total, const std::string& unit) {
-    stage_ = stage;
+    stage_ = printable(stage);
     unit_ = unit;
     total_ = total;
     done_ = 0;
@@ -87,7 +88,7 @@ void ProgressReporter::end() {
 void ProgressReporter::note(const std::string& line) {
     if (quiet_) return;
     if (drawn_) std::fputs("\r\x1b[K", stream_);
-    std::fprintf(stream_, "%s\n", line.c_str());
+    std::fprintf(stream_, "%s\n", printable(line).c_str());
     if (drawn_) draw(false);
 }
 

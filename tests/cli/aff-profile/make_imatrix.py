@@ -5,6 +5,7 @@ usage: make_imatrix.py gguf OUT   (2 MoE layers x 4 experts + one dense tensor)
        make_imatrix.py foreign OUT    (the same plus blk.0.attn_qkv, a matrix DeepSeek-V4 lacks)
        make_imatrix.py gguf OUT LAYERS EXPERTS COLS DOWN_COLS   (that geometry instead)
        make_imatrix.py dat OUT    (the legacy form of one expert tensor)
+       make_imatrix.py hostile OUT    (foreign, the foreign name holding terminal escapes)
 
 GGUF layout as llama-imatrix writes it: general.type = "imatrix", imatrix.datasets,
 imatrix.chunk_count; per tensor <name>.in_sum2 F32 [cols, experts] and <name>.counts
@@ -14,7 +15,7 @@ import struct
 import sys
 
 
-def gguf(path, layers=None, experts=4, cols=16, down_cols=8, foreign=False):
+def gguf(path, layers=None, experts=4, cols=16, down_cols=8, foreign=False, foreign_name="blk.0.attn_qkv.weight"):
     experts, cols, down_cols = int(experts), int(cols), int(down_cols)
     counts = {0: [40, 10, 0, 30], 1: [5, 5, 60, 10]}
     if layers is not None:
@@ -29,8 +30,8 @@ def gguf(path, layers=None, experts=4, cols=16, down_cols=8, foreign=False):
     tensors.append(("blk.0.attn_q_a.weight.in_sum2", [16, 1], [1.0] * 16))
     tensors.append(("blk.0.attn_q_a.weight.counts", [1, 1], [3.0]))
     if foreign:  # a fused QKV matrix: llama.cpp has the name, DeepSeek-V4 no such tensor
-        tensors.append(("blk.0.attn_qkv.weight.in_sum2", [16, 1], [1.0] * 16))
-        tensors.append(("blk.0.attn_qkv.weight.counts", [1, 1], [3.0]))
+        tensors.append((foreign_name + ".in_sum2", [16, 1], [1.0] * 16))
+        tensors.append((foreign_name + ".counts", [1, 1], [3.0]))
 
     def s(text):
         b = text.encode()
@@ -64,4 +65,9 @@ def foreign(path):
     gguf(path, foreign=True)
 
 
-{"gguf": gguf, "foreign": foreign, "dat": dat}[sys.argv[1]](*sys.argv[2:])
+def hostile(path):
+    # OSC 0 (set the window title), BEL, then "clear the screen": what a crafted name could do.
+    gguf(path, foreign=True, foreign_name="blk.0.\x1b]0;pwned\x07\x1b[2Jattn_qkv.weight")
+
+
+{"gguf": gguf, "foreign": foreign, "dat": dat, "hostile": hostile}[sys.argv[1]](*sys.argv[2:])
