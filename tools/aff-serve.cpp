@@ -19,14 +19,23 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
+
+namespace {
+// How long a graceful shutdown waits for the running request (man/aff-serve.1).
+constexpr int kShutdownGraceS = 10;
+}  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"Serve a model over an OpenAI-compatible HTTP API.", "aff-serve"};
@@ -115,13 +124,30 @@ int main(int argc, char** argv) {
         std::unique_ptr<aff::ui::RouteHeat> heat;  // watches the engine's routing; outlives it
         aff::serve::Service svc(service);
         aff::serve::HttpServer server(http, svc);
-        say("listening on http://" + http.host + ":" + std::to_string(server.port()));
+        if (!common.quiet) say("listening on http://" + http.host + ":" + std::to_string(server.port()));
+        // SIGINT/SIGTERM: refuse the queue, let the running generation finish within the
+        // grace period, then cut it short (a complete reply either way) and exit 0.
+        std::atomic<bool> loaded{false}, signalled{false};
+        std::promise<void> stopped;
+        aff::cli::on_stop_signal([&](int sig) {
+            signalled = true;
+            if (!common.quiet)
+                say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down (up to " +
+                    std::to_string(kShutdownGraceS) + " s for the running request)");
+            svc.begin_shutdown();
+            server.drain(kShutdownGraceS * 1000);
+            svc.cut_generations();
+            server.drain(2000);
+            server.stop();
+            stopped.set_value();
+        });
         std::exception_ptr load_error;
         std::thread loader([&] {
             try {
                 if (test_engine) {
                     std::this_thread::sleep_for(std::chrono::milliseconds(test_load_ms));
                     svc.set_engine(std::make_unique<aff::serve::TestEngine>(ctx_size ? ctx_size : 4096, test_delay_ms));
+                    loaded = true;
                     board.set_title("scripted test engine");
                     if (!common.quiet) say("ready (scripted test engine, not a model)");
                 } else {
@@ -140,6 +166,7 @@ int main(int argc, char** argv) {
                             heat.reset();
                     }
                     svc.set_engine(std::move(model));
+                    loaded = true;
                     char line[512];
                     std::snprintf(line, sizeof line, "ready: %s loaded in %.1f s (context %zu tokens; %s; %s)", id.c_str(), s,
                                   ctx, where.c_str(), cache.c_str());
@@ -151,6 +178,14 @@ int main(int argc, char** argv) {
             }
         });
         server.run();
+        if (signalled) {
+            stopped.get_future().wait();  // the handler still uses the server
+            if (!loaded) {
+                // Stopped while the weights load: nothing to wait for (loading takes minutes).
+                std::fflush(stderr);
+                std::_Exit(aff::cli::exit_ok);
+            }
+        }
         loader.join();
         if (load_error) std::rethrow_exception(load_error);
         return aff::cli::exit_ok;

@@ -4,6 +4,7 @@
 
 #include "libaff/core/error.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -195,11 +196,72 @@ void HttpServer::stop() {
     const char c = 'x';
     [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &c, 1);
     std::lock_guard lock(mutex_);
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    for (const auto& [fd, c] : open_) ::shutdown(fd, SHUT_RDWR);
 }
 
+void HttpServer::drain(int grace_ms) {
+    std::unique_lock lock(mutex_);
+    if (!draining_.exchange(true)) {
+        const char c = 'x';
+        [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &c, 1);
+        for (auto& [fd, c] : open_)
+            if (c.idle && !c.evicted) {
+                c.evicted = true;
+                ::shutdown(fd, SHUT_RDWR);
+            }
+    }
+    idle_.wait_for(lock, std::chrono::milliseconds(grace_ms), [&] { return threads_ == 0; });
+}
+
+std::size_t HttpServer::open_connections() const {
+    std::lock_guard lock(mutex_);
+    return open_.size();
+}
+
+bool HttpServer::set_idle(int fd, bool idle) {
+    std::lock_guard lock(mutex_);
+    Connection& c = open_.at(fd);
+    c.idle = idle;
+    if (idle) c.idle_since = Clock::now();
+    return !(idle && (draining_ || c.evicted));
+}
+
+bool HttpServer::make_room(const std::string& address) {
+    std::size_t total = 0, from_address = 0;
+    for (const auto& [fd, c] : open_) {
+        if (c.evicted) continue;
+        ++total;
+        if (c.address == address) ++from_address;
+    }
+    const bool address_full = from_address >= options_.max_connections_per_address;
+    if (total < options_.max_connections && !address_full) return true;
+    Connection* oldest = nullptr;
+    int oldest_fd = -1;
+    for (auto& [fd, c] : open_) {
+        if (c.evicted || !c.idle || (address_full && c.address != address)) continue;
+        if (!oldest || c.idle_since < oldest->idle_since) oldest = &c, oldest_fd = fd;
+    }
+    if (!oldest) return false;
+    oldest->evicted = true;
+    ::shutdown(oldest_fd, SHUT_RDWR);  // its thread sees the end of input and closes it
+    return true;
+}
+
+namespace {
+
+std::string peer_address(const sockaddr_storage& peer) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (peer.ss_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(peer).sin_addr, text, sizeof text);
+    else if (peer.ss_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr, text, sizeof text);
+    return text;
+}
+
+}  // namespace
+
 void HttpServer::run() {
-    while (!stopping_) {
+    while (!stopping_ && !draining_) {
         pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
         if (::poll(p, 2, -1) < 0) {
             if (errno == EINTR) continue;
@@ -207,12 +269,15 @@ void HttpServer::run() {
         }
         if (p[1].revents) break;
         if (!(p[0].revents & POLLIN)) continue;
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        sockaddr_storage peer{};
+        socklen_t peer_len = sizeof peer;
+        const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
         if (fd < 0) continue;  // ECONNABORTED, EMFILE: keep serving the others
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const std::string address = peer_address(peer);
         std::unique_lock lock(mutex_);
-        if (stopping_ || open_fds_.size() >= options_.max_connections) {
+        if (stopping_ || draining_ || !make_room(address)) {
             lock.unlock();
             HttpRequest none;
             none.keep_alive = false;
@@ -221,14 +286,16 @@ void HttpServer::run() {
             lingering_close(fd, 50);
             continue;
         }
-        open_fds_.insert(fd);
+        Connection& c = open_[fd];
+        c.address = address;
+        c.idle_since = Clock::now();
         ++threads_;
         lock.unlock();
         std::thread([this, fd] {
             serve_connection(fd);
             {
                 std::lock_guard guard(mutex_);
-                open_fds_.erase(fd);
+                open_.erase(fd);
             }
             lingering_close(fd, 1000);
             std::lock_guard guard(mutex_);
@@ -236,9 +303,14 @@ void HttpServer::run() {
             idle_.notify_all();
         }).detach();
     }
-    stopping_ = true;
+    // No more connections: a client connecting now is refused by the kernel, not queued.
+    ::close(listen_fd_);
+    listen_fd_ = -1;
     std::unique_lock lock(mutex_);
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+    if (!draining_) {
+        stopping_ = true;
+        for (const auto& [fd, c] : open_) ::shutdown(fd, SHUT_RDWR);
+    }
     idle_.wait(lock, [&] { return threads_ == 0; });
 }
 
@@ -246,14 +318,25 @@ void HttpServer::serve_connection(int fd) {
     HttpRequestParser parser(options_.limits);
     std::string buffer;
     char chunk[16384];
+    const int head_ms = std::min(options_.header_timeout_ms, options_.request_timeout_ms);
+    // A new connection gets the header timeout to send its first request; a kept-alive
+    // one gets the idle timeout between requests.
+    Clock::time_point idle_deadline = Clock::now() + std::chrono::milliseconds(head_ms);
     while (!stopping_) {
         bool continue_sent = false;
-        Clock::time_point request_deadline{};
+        bool idle = true;  // as the server has it (set_idle)
+        Clock::time_point request_deadline{}, head_deadline{};
+        auto begin_request = [&] {
+            if (request_deadline != Clock::time_point{}) return;
+            const auto now = Clock::now();
+            request_deadline = now + std::chrono::milliseconds(options_.request_timeout_ms);
+            head_deadline = now + std::chrono::milliseconds(head_ms);
+            if (idle) set_idle(fd, false);
+            idle = false;
+        };
         while (parser.state() == HttpRequestParser::State::need_more) {
             if (!buffer.empty()) {
-                if (request_deadline == Clock::time_point{}) {
-                    request_deadline = Clock::now() + std::chrono::milliseconds(options_.request_timeout_ms);
-                }
+                begin_request();
                 buffer.erase(0, parser.feed(buffer));
                 if (parser.state() != HttpRequestParser::State::need_more) break;
             }
@@ -267,18 +350,25 @@ void HttpServer::serve_connection(int fd) {
                 continue_sent = true;
             }
             const bool in_request = parser.started() || !buffer.empty();
-            const int timeout = in_request ? ms_until(request_deadline) : options_.idle_timeout_ms;
+            // Closed to make room, or the server is draining: no new request here.
+            if (!in_request && !set_idle(fd, true)) return;
+            const bool head_done = parser.headers_complete();
+            const Clock::time_point deadline = !in_request ? idle_deadline
+                                               : head_done  ? request_deadline
+                                                            : std::min(request_deadline, head_deadline);
             pollfd p{fd, POLLIN, 0};
-            const int r = ::poll(&p, 1, timeout);
+            const int r = ::poll(&p, 1, ms_until(deadline));
             if (r < 0 && errno == EINTR) continue;
             if (r == 0) {
                 if (in_request) {
                     HttpRequest partial = parser.request();
                     partial.keep_alive = false;
                     HttpResponse response(fd, partial, options_.write_timeout_ms);
-                    handler_.reject(partial, 408, "request not received within " +
-                                                      std::to_string(options_.request_timeout_ms) + " ms",
-                                    response);
+                    const std::string what = head_done ? "request not received within " +
+                                                             std::to_string(options_.request_timeout_ms) + " ms"
+                                                       : "request head not received within " +
+                                                             std::to_string(head_ms) + " ms";
+                    handler_.reject(partial, 408, what, response);
                 }
                 return;
             }
@@ -288,8 +378,7 @@ void HttpServer::serve_connection(int fd) {
                 if (n < 0 && errno == EINTR) continue;
                 return;  // peer closed or reset; a partial request gets no answer
             }
-            if (request_deadline == Clock::time_point{})
-                request_deadline = Clock::now() + std::chrono::milliseconds(options_.request_timeout_ms);
+            begin_request();
             buffer.append(chunk, std::size_t(n));
         }
         if (parser.state() == HttpRequestParser::State::error) {
@@ -302,12 +391,14 @@ void HttpServer::serve_connection(int fd) {
         const HttpRequest request = parser.take_request();
         parser.reset();
         HttpResponse response(fd, request, options_.write_timeout_ms);
+        if (draining_) response.close_after();
         handler_.handle(request, response);
         if (!response.started()) {
             response.close_after();
             handler_.reject(request, 500, "handler sent no response", response);
         }
-        if (!response.keep_alive()) return;
+        if (!response.keep_alive() || draining_) return;
+        idle_deadline = Clock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
     }
 }
 

@@ -14,10 +14,11 @@
 #include "libaff/serve/http_request.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,14 +26,21 @@
 
 namespace aff::serve {
 
+// Connections are a bounded resource that idle clients must not be able to hold:
+// a new connection has header_timeout_ms to send a complete request head (a request
+// head once begun, too), and when every slot (or every slot of one address) is taken,
+// the connection idle longest (no request in flight) is closed to make room. Only when
+// none is idle does a new connection get 503.
 struct HttpServerOptions {
     std::string host = "127.0.0.1";
     std::uint16_t port = 8080;        // 0 = any free port (see HttpServer::port())
     HttpLimits limits;
+    int header_timeout_ms = 10000;    // to send a request head (capped by request_timeout_ms)
     int request_timeout_ms = 30000;   // to receive one whole request once it has begun
     int idle_timeout_ms = 60000;      // keep-alive connection with no request in flight
     int write_timeout_ms = 30000;     // a client that reads nothing for this long is dropped
     std::size_t max_connections = 256;
+    std::size_t max_connections_per_address = 128;  // from one client address
 };
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -109,9 +117,28 @@ public:
     void run();
     // From any thread: stop accepting, close open connections.
     void stop();
+    // From any thread, for a graceful shutdown: stop accepting (the listening socket is
+    // closed), close idle connections, let requests in flight finish, each connection
+    // closing after its current response. Returns once none is left or after `grace_ms`
+    // (then the caller decides: cut the work short, stop()).
+    void drain(int grace_ms);
+    // Open connections (for tests and /metrics).
+    std::size_t open_connections() const;
 
 private:
+    struct Connection {
+        std::string address;
+        bool idle = true;  // waiting for a request, nothing of one received
+        std::chrono::steady_clock::time_point idle_since;
+        bool evicted = false;
+    };
     void serve_connection(int fd);
+    // Records whether the connection waits for a request; false when it must close
+    // instead (made room for another, or the server drains).
+    bool set_idle(int fd, bool idle);
+    // Under mutex_: makes room for a connection from `address` by closing the longest
+    // idle one; false when every connection (of that address, at its cap) is busy.
+    bool make_room(const std::string& address);
 
     HttpServerOptions options_;
     HttpHandler& handler_;
@@ -119,9 +146,10 @@ private:
     int wake_pipe_[2] = {-1, -1};
     std::uint16_t port_ = 0;
     std::atomic<bool> stopping_{false};
-    std::mutex mutex_;
+    std::atomic<bool> draining_{false};
+    mutable std::mutex mutex_;
     std::condition_variable idle_;
-    std::set<int> open_fds_;
+    std::map<int, Connection> open_;  // by socket
     std::size_t threads_ = 0;  // connection threads still running
 };
 

@@ -83,8 +83,34 @@ std::int64_t get_integer(const json& v, const std::string& param, std::int64_t l
     return i;
 }
 
+}  // namespace
+
+bool json_depth_within(std::string_view text, std::size_t max_depth) {
+    std::size_t depth = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth) return false;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return true;
+}
+
+namespace {
+
 json parse_body(std::string_view body) {
     if (!valid_utf8(body)) invalid("", "request body is not valid UTF-8", "invalid_utf8");
+    if (!json_depth_within(body, kMaxJsonDepth))
+        invalid("", "request body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                "invalid_json");
     json j = json::parse(body, nullptr, false);
     if (j.is_discarded()) {
         // Parse again for the parser's own message (position and reason).
@@ -196,7 +222,8 @@ ToolCall parse_tool_call(const json& v, const std::string& p) {
         call.arguments = args->dump();
     } else {
         call.arguments = get_string(*args, p + ".function.arguments");
-        const json parsed = json::parse(call.arguments, nullptr, false);
+        const json parsed = json_depth_within(call.arguments, kMaxJsonDepth) ? json::parse(call.arguments, nullptr, false)
+                                                                             : json(json::value_t::discarded);
         if (parsed.is_discarded() || !parsed.is_object())
             invalid(p + ".function.arguments", "'" + p + ".function.arguments' must be a JSON object in a string",
                     "invalid_value");

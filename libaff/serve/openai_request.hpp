@@ -86,6 +86,13 @@ std::variant<DetokenizeRequest, ApiError> parse_detokenize_request(std::string_v
 // named function shows only that one.
 ChatPrompt prompt_shown(const ChatRequest& request);
 
+// JSON is parsed recursively: a body nesting brackets 100 000 deep would overflow a
+// connection thread's stack. Requests nesting deeper than this are refused before parsing.
+constexpr std::size_t kMaxJsonDepth = 512;
+// Does `text` (taken as JSON) nest arrays and objects at most `max_depth` deep? Counts
+// brackets outside strings in one pass without parsing.
+bool json_depth_within(std::string_view text, std::size_t max_depth);
+
 // Is `text` well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF)?
 bool valid_utf8(std::string_view text);
 

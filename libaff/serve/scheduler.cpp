@@ -21,6 +21,7 @@ void Scheduler::Turn::release() {
 
 Scheduler::Admission Scheduler::acquire(Turn& turn, const std::function<bool()>& cancelled) {
     std::unique_lock lock(mutex_);
+    if (closed_) return Admission::closed;
     if (!busy_ && waiting_ == 0) {
         busy_ = true;
         turn = Turn(this);
@@ -39,14 +40,15 @@ Scheduler::Admission Scheduler::acquire(Turn& turn, const std::function<bool()>&
             return Admission::granted;
         }
         cv_.wait_for(lock, std::chrono::milliseconds(50));
-        if (cancelled && cancelled()) {
+        const bool closed = closed_;
+        if (closed || (cancelled && cancelled())) {
             --waiting_;
             // Give the ticket back: if it was next, move the line on; otherwise mark
             // it so the line skips it when it comes up.
             abandoned_.insert(ticket);
             while (abandoned_.count(serving_)) abandoned_.erase(serving_++);
             cv_.notify_all();
-            return Admission::cancelled;
+            return closed ? Admission::closed : Admission::cancelled;
         }
     }
 }
@@ -55,6 +57,12 @@ void Scheduler::release_one() {
     std::lock_guard lock(mutex_);
     busy_ = false;
     while (abandoned_.count(serving_)) abandoned_.erase(serving_++);
+    cv_.notify_all();
+}
+
+void Scheduler::close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
     cv_.notify_all();
 }
 

@@ -18,7 +18,7 @@ class Scheduler {
 public:
     explicit Scheduler(std::size_t max_waiting) : max_waiting_(max_waiting) {}
 
-    enum class Admission { granted, queue_full, cancelled };
+    enum class Admission { granted, queue_full, cancelled, closed };
 
     // Holds the engine while alive.
     class Turn {
@@ -37,6 +37,9 @@ public:
     // Waits for the engine; `cancelled` is polled every 50 ms while waiting.
     Admission acquire(Turn& turn, const std::function<bool()>& cancelled);
 
+    // Shutting down: every waiter and every later request is answered `closed`.
+    void close();
+
     std::size_t waiting() const;
     bool busy() const;
 
@@ -47,6 +50,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable cv_;
     bool busy_ = false;
+    bool closed_ = false;
     std::size_t waiting_ = 0;
     std::uint64_t next_ticket_ = 0;  // FIFO: tickets are served in order
     std::uint64_t serving_ = 0;

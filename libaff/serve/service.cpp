@@ -314,12 +314,25 @@ std::optional<Service::Outcome> Service::wait_for_turn(Scheduler::Turn& turn, Ht
             o.prompt_tokens = pending.prompt_tokens;
             return o;
         }
+        case Scheduler::Admission::closed: {
+            response.close_after();
+            Outcome o = send_error(response, error(503, "the server is shutting down", "server_error", "shutting_down"));
+            o.prompt_tokens = pending.prompt_tokens;
+            return o;
+        }
         case Scheduler::Admission::cancelled: break;
     }
     Outcome gone = pending;
     gone.status = 499;  // client closed the request (nginx's convention), never sent
     response.abandon();
     return gone;
+}
+
+void Service::begin_shutdown() { scheduler_.close(); }
+
+void Service::settle_cut(GenerationResult& result, bool client_ok, HttpResponse& response) const {
+    if (result.finish == FinishReason::cancelled && cut_ && client_ok && !response.client_gone())
+        result.finish = FinishReason::length;
 }
 
 // Books a finished generation (metrics, the end of this request's turn, its token
@@ -420,7 +433,7 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         client_ok = client_ok && response.write(sse_event(builder.chunk({{"role", "assistant"}, {"content", ""}})));
     }
     GenerateHooks hooks;
-    hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    hooks.cancelled = [&] { return !client_ok || cut_ || response.client_gone(); };
     const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {
         timed();
@@ -432,9 +445,10 @@ Service::Outcome Service::chat(const HttpRequest& request, HttpResponse& respons
         }
         auto deltas = builder.deltas(events);
         if (stream) write_deltas(deltas);
-        return client_ok;
+        return client_ok && !cut_;
     };
-    const GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
+    GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
+    settle_cut(result, client_ok, response);
     if (settle_generation(result, turn, stream, response, out)) return out;
     events.clear();
     parser->finish(events);
@@ -528,7 +542,7 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
     bool client_ok = true;
     if (stream) client_ok = response.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
     GenerateHooks hooks;
-    hooks.cancelled = [&] { return !client_ok || response.client_gone(); };
+    hooks.cancelled = [&] { return !client_ok || cut_ || response.client_gone(); };
     const std::function<void()> timed = token_timer(arrival);
     hooks.on_step = [&](const GenerationStep& step) {
         timed();
@@ -541,9 +555,10 @@ Service::Outcome Service::completion(const HttpRequest& request, HttpResponse& r
             }
             client_ok = client_ok && response.write(sse_event(chunk(step.text, nullptr, lp)));
         }
-        return client_ok;
+        return client_ok && !cut_;
     };
-    const GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
+    GenerationResult result = generate(*engine_, tokens, params, watch.observe(std::move(hooks), *engine_));
+    settle_cut(result, client_ok, response);
     if (settle_generation(result, turn, stream, response, out)) return out;
     const std::string finish = to_string(result.finish);
     if (stream)

@@ -59,6 +59,14 @@ public:
 
     const Metrics& metrics() const { return metrics_; }
 
+    // A graceful shutdown, in two steps. begin_shutdown(): requests waiting for the
+    // engine, and every later one, get 503 (code "shutting_down"); the running
+    // generation goes on. cut_generations(), when the grace period is over: the running
+    // generation ends at its next token with finish_reason "length" and a complete
+    // reply (streams get their final chunk and [DONE]).
+    void begin_shutdown();
+    void cut_generations() { cut_ = true; }
+
 private:
     struct Outcome {
         int status = 0;
@@ -87,6 +95,9 @@ private:
     std::optional<ApiError> check_ready_and_fit(std::size_t prompt_tokens) const;
     std::size_t context_size() const;
     void log_line(const HttpRequest& request, const Outcome& outcome, double ms);
+    // A generation stopped by cut_generations() for a client still there is an ended
+    // reply (finish_reason "length"), not a cancelled one.
+    void settle_cut(GenerationResult& result, bool client_ok, HttpResponse& response) const;
 
     // The constraint structured output or a forced tool call samples under (null: none).
     std::shared_ptr<TokenConstraint> constraint_for(const ChatRequest& request, const ChatPrompt& prompt) const;
@@ -95,6 +106,7 @@ private:
     std::unique_ptr<Engine> engine_;
     std::shared_ptr<const TokenBytes> token_bytes_;  // the engine's vocabulary, for constraints
     std::atomic<bool> ready_{false};
+    std::atomic<bool> cut_{false};
     Scheduler scheduler_;
     Metrics metrics_;
     std::mutex log_mutex_;

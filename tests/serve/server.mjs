@@ -35,6 +35,16 @@ export async function startServer(args) {
       proc.kill('SIGTERM');
       await once(proc, 'exit');
     },
+    // For shutdown tests: send a signal; exited() resolves to the exit status (a
+    // death by signal rejects).
+    signal(name) { proc.kill(name); },
+    exited() {
+      if (proc.exitCode !== null) return Promise.resolve(proc.exitCode);
+      return once(proc, 'exit').then(([code, sig]) => {
+        if (sig) throw new Error(`aff-serve died by ${sig}:\n${log}`);
+        return code;
+      });
+    },
     // One metric's value from /metrics.
     async metric(name, headers = {}) {
       const text = await (await fetch(`${base}/metrics`, { headers })).text();

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 using namespace aff::serve;
@@ -144,4 +145,117 @@ TEST_CASE("an oversized body is refused with 413 before it is read", "[serve]") 
     send_all(fd, "POST /big HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + std::string(500, 'a'));
     CHECK(read_until(fd, "limit").rfind("HTTP/1.1 413 ", 0) == 0);
     ::close(fd);
+}
+
+// ---- connections as a bounded resource (issue: 256 idle sockets locked every client out)
+
+namespace {
+
+// Waits up to `wait` for the peer to close; true when it did.
+bool closed_by_peer(int fd, std::chrono::milliseconds wait = 3s) {
+    char buf[256];
+    const auto end = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < end) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a connection that sends nothing is closed after the header timeout", "[serve]") {
+    HttpServerOptions o;
+    o.header_timeout_ms = 200;
+    Running s(o);
+    const int fd = connect_to(s.server.port());
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(closed_by_peer(fd));
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    ::close(fd);
+}
+
+TEST_CASE("a request head sent too slowly gets 408 after the header timeout", "[serve]") {
+    HttpServerOptions o;
+    o.header_timeout_ms = 200;
+    o.request_timeout_ms = 10000;
+    Running s(o);
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "GET /slow HTTP/1.1\r\nHost: x\r\n");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string r = read_until(fd, "never");
+    CHECK(r.rfind("HTTP/1.1 408 ", 0) == 0);
+    CHECK(r.find("request head not received within 200 ms") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+    ::close(fd);
+}
+
+TEST_CASE("idle connections at the cap make room for a client with a request", "[serve]") {
+    HttpServerOptions o;
+    o.max_connections = 4;
+    Running s(o);
+    std::vector<int> idle;
+    for (int i = 0; i < 4; ++i) idle.push_back(connect_to(s.server.port()));
+    for (int i = 0; i < 100 && s.server.open_connections() < 4; ++i) std::this_thread::sleep_for(5ms);
+    REQUIRE(s.server.open_connections() == 4);
+    const int fd = connect_to(s.server.port());
+    send_all(fd, "GET /hello HTTP/1.1\r\n\r\n");
+    CHECK(read_until(fd, "/hello").rfind("HTTP/1.1 200 ", 0) == 0);
+    // One idle connection gave up its place, and only one.
+    int closed = 0;
+    for (int f : idle) closed += closed_by_peer(f, 300ms);
+    CHECK(closed == 1);
+    for (int f : idle) ::close(f);
+    ::close(fd);
+}
+
+TEST_CASE("one address gets at most its share of busy connections", "[serve]") {
+    HttpServerOptions o;
+    o.max_connections_per_address = 2;
+    Running s(o);
+    int busy[2];
+    for (int& b : busy) {
+        b = connect_to(s.server.port());
+        send_all(b, "GET /wait-for-close HTTP/1.1\r\n\r\n");
+        read_until(b, "\r\nx\r\n");
+    }
+    const int third = connect_to(s.server.port());
+    const std::string r = read_until(third, "connections");
+    CHECK(r.rfind("HTTP/1.1 503 ", 0) == 0);
+    for (int b : busy) ::close(b);
+    ::close(third);
+}
+
+TEST_CASE("drain stops accepting, closes idle connections and lets a running request finish", "[serve]") {
+    Running s({});
+    const std::uint16_t port = s.server.port();
+    const int running = connect_to(port);
+    send_all(running, "GET /wait-for-close HTTP/1.1\r\n\r\n");
+    read_until(running, "\r\nx\r\n");
+    const int idle = connect_to(port);
+    for (int i = 0; i < 100 && s.server.open_connections() < 2; ++i) std::this_thread::sleep_for(5ms);
+    std::thread drainer([&] { s.server.drain(5000); });
+    CHECK(closed_by_peer(idle));
+    // No new connection is accepted (the listening socket is closed).
+    bool refused = false;
+    for (int i = 0; i < 100 && !refused; ++i) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+        ::close(fd);
+        if (!refused) std::this_thread::sleep_for(10ms);
+    }
+    CHECK(refused);
+    // The running request still streams: its end comes when the client leaves.
+    for (int i = 0; i < 100 && s.server.open_connections() > 1; ++i) std::this_thread::sleep_for(5ms);
+    CHECK(s.server.open_connections() == 1);
+    ::close(running);
+    drainer.join();
+    CHECK(s.server.open_connections() == 0);
+    ::close(idle);
 }

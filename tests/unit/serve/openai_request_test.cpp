@@ -145,3 +145,23 @@ TEST_CASE("completion prompts: text, token ids, a batch of one; larger batches r
     CHECK(completion_err(R"({"prompt": "a", "logprobs": 9})").param == "logprobs");
     CHECK(completion_err(R"({})").param == "prompt");
 }
+
+TEST_CASE("a body nesting deeper than the limit is refused before it is parsed", "[serve]") {
+    CHECK(json_depth_within("[[[]]]", 3));
+    CHECK_FALSE(json_depth_within("[[[[]]]]", 3));
+    CHECK(json_depth_within(R"({"a": "[[[[[[[[", "b": [1, {"c": "\"]]]]"}]})", 3));  // brackets in strings do not count
+    CHECK_FALSE(json_depth_within(R"({"a": [{"b": [[]]}]})", 4));
+    // 100 000 levels in an ignored field: the recursive parser overflowed a thread's stack.
+    const std::string deep = R"({"messages": [{"role": "user", "content": "hi"}], "x": )" + std::string(100000, '[') +
+                             std::string(100000, ']') + "}";
+    const ApiError e = chat_err(deep);
+    CHECK(e.status == 400);
+    CHECK(e.code == "invalid_json");
+    CHECK(e.message == "request body nests arrays and objects deeper than 512 levels");
+    const ApiError c = completion_err(R"({"prompt": "x", "y": )" + std::string(600, '{') + "}");
+    CHECK(c.message == "request body nests arrays and objects deeper than 512 levels");
+    // 512 levels are still fine.
+    const std::string ok = R"({"messages": [{"role": "user", "content": "hi"}], "x": )" + std::string(510, '[') +
+                           std::string(510, ']') + "}";
+    CHECK(chat_ok(ok).prompt.messages.size() == 1);
+}
