@@ -6,6 +6,7 @@
 // are the same either way.
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/block_search_choice.hpp"
+#include "libaff/model/completeness.hpp"
 #include "libaff/quant/quantize_model.hpp"
 #include "libaff/ui/cli.hpp"
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
                                                   : aff::quant::Rotation::automatic;
         opt.tool = std::string("aff-quantize ") + AFF_VERSION;
         opt.created = aff::quant::default_creation_time();
+        opt.check_complete = aff::check_checkpoint_complete;
         auto progress = common.progress();
         aff::ThreadPool pool(threads);
         const std::unique_ptr<aff::quant::BlockSearch> search = aff::gpu::open_block_search(gpus);

@@ -1,9 +1,11 @@
 // aff-verify: checks a SHA256SUMS file (-c, like sha256sum -c, files hashed in
 // parallel), a container's structure and every tensor digest, or the parts of a split
 // as their concatenation (--parts) without writing it. Exit 0 only if everything
-// checks. The checks are libaff/container/verify.cpp; this file maps flags to them.
+// checks. The checks are libaff/container/verify.cpp (and, for a model container, its
+// completeness against its config: libaff/model/completeness.hpp); this file maps flags.
 #include "libaff/container/verify.hpp"
 #include "libaff/core/error.hpp"
+#include "libaff/model/completeness.hpp"
 #include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -45,6 +47,16 @@ int main(int argc, char** argv) {
             return finish(aff::verify_parts(parts, parts_opt, *progress));
         }
         if (input.empty()) aff::throw_usage("give a container FILE, -c SHA256SUMS or --parts PART");
-        return finish(aff::verify_container(input, threads, *progress));
+        const aff::ContainerReport report = aff::verify_container(input, threads, *progress);
+        // Digests can all match in a container aff-run could not load (a tensor or the
+        // codebook left out): a model container must also be complete against its config.
+        if (report.ok()) {
+            const aff::Completeness c = aff::check_container_complete(input);
+            if (c == aff::Completeness::draft)
+                progress->note("aff-verify: a draft container: its completeness against the config is not checked");
+            else if (c != aff::Completeness::complete)
+                progress->note("aff-verify: no DeepSeek-V4 config in the metadata: completeness is not checked");
+        }
+        return finish(report);
     });
 }

@@ -47,17 +47,21 @@ std::string scale_name(const std::string& weight) {
     return weight + ".scale";
 }
 
-std::vector<float> read_scale(const TensorView& s, const std::string& canonical,
-                              const std::vector<std::uint64_t>& shape) {
+void check_scale(const TensorView& s, const std::string& canonical, const std::vector<std::uint64_t>& shape) {
     if (s.shape != shape)
         tensor_error(s, canonical, "shape " + shape_string(s.shape) + ", expected " + shape_string(shape));
+    if (s.dtype != DType::f8_e8m0 && s.dtype != DType::f32)
+        tensor_error(s, canonical, "scale dtype " + std::string(dtype_name(s.dtype)) + ", expected F8_E8M0 or F32");
+}
+
+std::vector<float> read_scale(const TensorView& s, const std::string& canonical,
+                              const std::vector<std::uint64_t>& shape) {
+    check_scale(s, canonical, shape);
     std::vector<float> out(product(shape));
     if (s.dtype == DType::f8_e8m0) {
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = e8m0_to_f32(s.data[i]);
-    } else if (s.dtype == DType::f32) {
-        std::memcpy(out.data(), s.data, out.size() * 4);
     } else {
-        tensor_error(s, canonical, "scale dtype " + std::string(dtype_name(s.dtype)) + ", expected F8_E8M0 or F32");
+        std::memcpy(out.data(), s.data, out.size() * 4);
     }
     return out;
 }
@@ -211,20 +215,15 @@ void Checkpoint::read_f32_rows(const std::string& name, const std::vector<std::u
         if (!pool) return fn(0, n);
         pool->parallel_for(units, [&](std::size_t b, std::size_t e) { fn(b * unit, std::min<std::uint64_t>(e * unit, n)); });
     };
+    check_f32(name, shape);
     const TensorView& v = tensor(name);
     const std::uint64_t n = product(shape);
-    auto check_shape = [&](const std::vector<std::uint64_t>& stored_expected) {
-        if (v.shape != stored_expected)
-            tensor_error(v, name, "shape " + shape_string(v.shape) + ", expected " + shape_string(stored_expected));
-    };
     switch (v.dtype) {
         case DType::f32:
-            check_shape(shape);
             each(n, 1 << 16, [&](std::uint64_t b, std::uint64_t e) { std::memcpy(out + b, v.data + 4 * b, (e - b) * 4); });
             return;
         case DType::bf16:
         case DType::f16: {
-            check_shape(shape);
             each(n, 1 << 16, [&](std::uint64_t b, std::uint64_t e) {
                 for (std::uint64_t i = b; i < e; ++i) {
                     std::uint16_t bits;
@@ -235,10 +234,7 @@ void Checkpoint::read_f32_rows(const std::string& name, const std::vector<std::u
             return;
         }
         case DType::f8_e4m3: {
-            check_shape(shape);
-            if (shape.size() != 2) tensor_error(v, name, "F8_E4M3 weight must be 2-dimensional");
             const std::string sn = scale_name(name);
-            if (!has(sn)) tensor_error(v, name, "F8_E4M3 weight without its scale tensor " + sn);
             const std::vector<float> scale =
                 read_scale(tensor(sn), sn, {(shape[0] + 127) / 128, (shape[1] + 127) / 128});
             const std::uint64_t scale_cols = (shape[1] + 127) / 128;
@@ -249,17 +245,44 @@ void Checkpoint::read_f32_rows(const std::string& name, const std::vector<std::u
             return;
         }
         case DType::i8: {
+            const std::string sn = scale_name(name);
+            const std::vector<float> scale = read_scale(tensor(sn), sn, {shape[0], shape[1] / 32});
+            each(shape[0], 16, [&](std::uint64_t b, std::uint64_t e) {
+                dequant_fp4(v.data + b * (shape[1] / 2), e - b, shape[1], scale.data() + b * (shape[1] / 32),
+                            out + b * shape[1]);
+            });
+            return;
+        }
+        default: return;  // check_f32 refused it
+    }
+}
+
+void Checkpoint::check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const {
+    const TensorView& v = tensor(name);
+    auto check_shape = [&](const std::vector<std::uint64_t>& stored_expected) {
+        if (v.shape != stored_expected)
+            tensor_error(v, name, "shape " + shape_string(v.shape) + ", expected " + shape_string(stored_expected));
+    };
+    switch (v.dtype) {
+        case DType::f32:
+        case DType::bf16:
+        case DType::f16: check_shape(shape); return;
+        case DType::f8_e4m3: {
+            check_shape(shape);
+            if (shape.size() != 2) tensor_error(v, name, "F8_E4M3 weight must be 2-dimensional");
+            const std::string sn = scale_name(name);
+            if (!has(sn)) tensor_error(v, name, "F8_E4M3 weight without its scale tensor " + sn);
+            check_scale(tensor(sn), sn, {(shape[0] + 127) / 128, (shape[1] + 127) / 128});
+            return;
+        }
+        case DType::i8: {
             if (shape.size() != 2 || shape[1] % 32 != 0)
                 tensor_error(v, name, "packed FP4 needs a 2-dimensional shape with columns a multiple of 32, expected " +
                                           shape_string(shape));
             check_shape({shape[0], shape[1] / 2});
             const std::string sn = scale_name(name);
             if (!has(sn)) tensor_error(v, name, "packed FP4 weight without its scale tensor " + sn);
-            const std::vector<float> scale = read_scale(tensor(sn), sn, {shape[0], shape[1] / 32});
-            each(shape[0], 16, [&](std::uint64_t b, std::uint64_t e) {
-                dequant_fp4(v.data + b * (shape[1] / 2), e - b, shape[1], scale.data() + b * (shape[1] / 32),
-                            out + b * shape[1]);
-            });
+            check_scale(tensor(sn), sn, {shape[0], shape[1] / 32});
             return;
         }
         default:

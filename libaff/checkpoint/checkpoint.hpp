@@ -59,6 +59,7 @@ public:
     // The same with the rows spread over pool (aff-quantize: a whole expert matrix at once).
     void read_f32_into(const std::string& name, const std::vector<std::uint64_t>& shape, float* out,
                        ThreadPool& pool) const;
+    void check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override;
     std::vector<std::int64_t> read_i64(const std::string& name,
                                        const std::vector<std::uint64_t>& shape) const override;
     std::string file_of(const std::string& name) const override { return tensor(name).file; }

@@ -29,6 +29,9 @@ public:
     virtual bool has(const std::string& name) const = 0;
     // Dequantised values of a weight whose logical shape must be `shape`.
     virtual std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const = 0;
+    // The checks read_f32 makes (presence, storage, shape, scale tensors, codebook)
+    // without decoding a value: validating a whole model costs no weight reads.
+    virtual void check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const = 0;
     virtual std::vector<std::int64_t> read_i64(const std::string& name,
                                                const std::vector<std::uint64_t>& shape) const = 0;
     // The file an error about tensor `name`'s values names (the shard holding it, the

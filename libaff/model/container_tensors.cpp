@@ -161,12 +161,8 @@ std::vector<float> ContainerTensorReader::read_f32(const std::string& name,
     for (auto d : shape) n *= d;
     std::vector<float> out(n);
     if (shape.size() != 2) {
+        check_f32(name, shape);
         const TensorInfo* t = c.find(name);
-        if (!t) throw_format("missing tensor " + name, c.path());
-        if (!is_plain_float(t->type))
-            tensor_error(c, name, "storage type " + type_name(t->type) + ", expected F32, F16 or BF16");
-        if (t->shape != shape)
-            tensor_error(c, name, "shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
         decode_plain(t->type, c.bytes(*t).data(), n, out.data());
         return out;
     }
@@ -175,6 +171,19 @@ std::vector<float> ContainerTensorReader::read_f32(const std::string& name,
     for (std::uint64_t r = 0; r < shape[0]; ++r)
         decode_stored_row(c, codebook_.get(), m, r, out.data() + r * shape[1], scale.data());
     return out;
+}
+
+void ContainerTensorReader::check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const {
+    const Container& c = *container_;
+    if (shape.size() == 2) {
+        stored_matrix(c, codebook_.get(), name, shape[0], shape[1]);
+        return;
+    }
+    const TensorInfo* t = c.find(name);
+    if (!t) throw_format("missing tensor " + name, c.path());
+    if (!is_plain_float(t->type))
+        tensor_error(c, name, "storage type " + type_name(t->type) + ", expected F32, F16 or BF16");
+    if (t->shape != shape) tensor_error(c, name, "shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
 }
 
 std::optional<Fp8Stored> ContainerTensorReader::fp8_stored(const std::string& name) const {

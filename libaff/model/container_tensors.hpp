@@ -48,6 +48,7 @@ public:
 
     bool has(const std::string& name) const override { return container_->find(name) != nullptr; }
     std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override;
+    void check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override;
     std::vector<std::int64_t> read_i64(const std::string& name,
                                        const std::vector<std::uint64_t>& shape) const override;
     std::string file_of(const std::string&) const override { return container_->path(); }

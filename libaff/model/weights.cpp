@@ -136,7 +136,42 @@ struct Loader {
         return L;
     }
 };
+// A TensorReader that checks instead of decoding: every float weight comes back empty.
+class CheckingReader final : public TensorReader {
+public:
+    explicit CheckingReader(const TensorReader& inner) : inner_(inner) {}
+    bool has(const std::string& name) const override { return inner_.has(name); }
+    std::vector<float> read_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override {
+        inner_.check_f32(name, shape);
+        return {};
+    }
+    void check_f32(const std::string& name, const std::vector<std::uint64_t>& shape) const override {
+        inner_.check_f32(name, shape);
+    }
+    std::vector<std::int64_t> read_i64(const std::string& name, const std::vector<std::uint64_t>& shape) const override {
+        return inner_.read_i64(name, shape);
+    }
+    std::string file_of(const std::string& name) const override { return inner_.file_of(name); }
+    std::optional<Fp8Stored> fp8_stored(const std::string&) const override { return std::nullopt; }
+
+private:
+    const TensorReader& inner_;
+};
+
+// Stands in for experts already checked; never multiplied with.
+class CheckedExperts final : public ExpertSource {
+public:
+    void matvec(int, int, ExpertMatrix, const float*, float*) const override {
+        throw_internal("check_model_weights: experts are not for use");
+    }
+};
+
 }  // namespace
+
+void check_model_weights(const TensorReader& tensors, const ModelConfig& config, bool experts_checked) {
+    const CheckingReader checking(tensors);
+    load_model_weights(checking, config, experts_checked ? std::make_shared<CheckedExperts>() : nullptr);
+}
 
 int mtp_layers_present(const TensorReader& tensors, const ModelConfig& c) {
     return c.num_mtp_layers > 0 && tensors.has("mtp.0.e_proj.weight") ? c.num_mtp_layers : 0;

@@ -124,4 +124,11 @@ int mtp_layers_present(const TensorReader& tensors, const ModelConfig& config);
 ModelWeights load_model_weights(const TensorReader& tensors, const ModelConfig& config,
                                 std::shared_ptr<const ExpertSource> experts = nullptr);
 
+// Every check load_model_weights makes, without decoding a weight (check_f32 instead of
+// read_f32; tid2eid is read, as its ids are checked): is a checkpoint or container
+// complete and consistent with its config? Routed experts are checked too unless
+// `experts_checked` says the caller has (a ContainerExpertSource checks its own).
+// Throws the aff::Error loading would throw.
+void check_model_weights(const TensorReader& tensors, const ModelConfig& config, bool experts_checked = false);
+
 }  // namespace aff

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ std::size_t row_bytes(std::size_t cols) { return (cols + kBlockWeights - 1) / kB
 std::size_t matrix_bytes(std::size_t rows, std::size_t cols) { return rows * row_bytes(cols); }
 
 namespace {
+
+constexpr float kMaxQuantisedWeight = 0x1p64f;  // see checked_rotation
 
 // Adds block b's error to e: its decoded bytes against x, the (rotated, padded) row's 256
 // weights of which the first n are real.
@@ -273,6 +276,18 @@ bool checked_rotation(std::span<const float> w, std::size_t rows, std::size_t co
     for (std::size_t j = 0; j < importance.size(); ++j)
         if (!(importance[j] >= 0.0f) || !std::isfinite(importance[j]))
             throw_format("importance of column " + std::to_string(j) + " is negative or not finite");
+    // Checked here, where row and column are known, rather than deep in a block search:
+    // a NaN or infinity is no weight, and past 2^64 the rotation's sums (in float)
+    // would overflow although the value itself is finite.
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        const float x = w[i];
+        if (std::isfinite(x) && std::fabs(x) <= kMaxQuantisedWeight) continue;
+        const std::string where = "weight at row " + std::to_string(i / cols) + ", column " + std::to_string(i % cols);
+        if (!std::isfinite(x)) throw_format(where + " is " + (std::isnan(x) ? "NaN" : "infinite"));
+        char value[32];
+        std::snprintf(value, sizeof value, "%g", static_cast<double>(x));
+        throw_format(where + " is " + value + ", beyond the +-2^64 the quantiser takes");
+    }
     switch (opt.rotation) {
     case Rotation::off: return false;
     case Rotation::on:

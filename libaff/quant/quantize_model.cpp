@@ -199,6 +199,9 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
     const nlohmann::json config =
         layers < source_layers ? truncate_config(ck.config_json(), layers, ck.config_path()) : ck.config_json();
 
+    // A checkpoint aff-run would refuse must not become a container aff-verify passes.
+    if (o.check_complete) o.check_complete(ck, config);
+
     const CodebookSource cb = o.draft ? load_codebook_source(o.codebook_path) : builtin_codebook_source();
 
     const ExpertGeometry geometry{layers, source_layers, static_cast<std::uint32_t>(mc.n_routed_experts),
@@ -344,7 +347,7 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
             load(m);
             std::vector<std::uint8_t> bytes(matrix_bytes(sh.rows, sh.cols));
             MatrixError e;
-            const bool rotated = with_context("tensor " + sh.name, [&] {
+            const bool rotated = with_context("tensor " + sh.name + " of " + ck.file_of(sh.name), [&] {
                 return quantize_matrix(weights, sh.rows, sh.cols, imp, o.matrix, cb.codebook, pool, bytes, &e);
             });
             done(m, rotated, e, std::move(bytes));
@@ -354,7 +357,7 @@ QuantizeReport quantize_checkpoint(const QuantizeOptions& o, ThreadPool& pool, P
         auto prepare = [&](std::size_t m) {
             load(m);
             const Shape sh = shape_of(m);
-            with_context("tensor " + sh.name, [&] {
+            with_context("tensor " + sh.name + " of " + ck.file_of(sh.name), [&] {
                 encoders[m % 3].prepare(weights, sh.rows, sh.cols, imp, o.matrix, cb.codebook, pool);
             });
         };

@@ -14,8 +14,15 @@
 #include "libaff/quant/matrix.hpp"
 #include "libaff/quant/quantize_report.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
+#include <functional>
 #include <string>
+
+namespace aff {
+class Checkpoint;
+}
 
 namespace aff::quant {
 
@@ -29,6 +36,10 @@ struct QuantizeOptions {
     MatrixOptions matrix;       // rotation policy and search passes
     std::string tool;           // provenance "tool", e.g. "aff-quantize 0.1.0"
     std::string created;        // provenance "created", RFC 3339 UTC (the caller decides the clock)
+    // Checks the checkpoint against the config the container will carry before anything
+    // is written (aff-quantize passes libaff/model's check_checkpoint_complete, which
+    // this layer cannot call itself: the model sits above it). Null: not checked.
+    std::function<void(const Checkpoint& checkpoint, const nlohmann::json& config)> check_complete;
 };
 
 

@@ -10,6 +10,7 @@
 
 #include "libaff/container/layout.hpp"
 #include "libaff/core/error.hpp"
+#include "libaff/model/completeness.hpp"
 #include "libaff/model/container_experts.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
@@ -243,4 +244,48 @@ TEST_CASE("a draft container or one without a config is refused with one clear l
         aff::test::write_fixture_container(dir, path, opt);
         CHECK(load_error(path) == path + ": metadata has no config (the model's config.json)");
     }
+}
+
+TEST_CASE("completeness: what aff-run would refuse, aff-verify refuses too, without decoding a weight", "[model]") {
+    TempDir tmp;
+    const std::string dir = models + "/tiny-b", path = tmp / "model.aff";
+    aff::test::FixtureContainerOptions opt;
+    opt.experts = aff::test::ExpertStorage::trellis;
+    SECTION("a complete container") {
+        aff::test::write_fixture_container(dir, path, opt);
+        CHECK(aff::check_container_complete(path) == aff::Completeness::complete);
+    }
+    SECTION("TQ2875R experts without the CBOK section (its digests all match)") {
+        opt.codebook_section = false;
+        aff::test::write_fixture_container(dir, path, opt);
+        CHECK_THROWS_WITH(aff::check_container_complete(path),
+                          path + ": tensor layers.0.ffn.experts.0.w1.weight: stored as TQ2875R but the container has no "
+                                 "codebook (CBOK)");
+    }
+    SECTION("a dense tensor left out") {
+        opt.keep = [](const std::string& name) { return name != "layers.2.attn.wo_b.weight"; };
+        aff::test::write_fixture_container(dir, path, opt);
+        CHECK_THROWS_WITH(aff::check_container_complete(path), Catch::Contains("missing tensor layers.2.attn.wo_b.weight"));
+    }
+    SECTION("a routed expert left out") {
+        opt.keep = [](const std::string& name) { return name != "layers.1.ffn.experts.5.w2.weight"; };
+        aff::test::write_fixture_container(dir, path, opt);
+        CHECK_THROWS_WITH(aff::check_container_complete(path), Catch::Contains("layers.1.ffn.experts.5.w2.weight"));
+    }
+    SECTION("no config in the metadata: nothing to check against") {
+        opt.edit_metadata = [](nlohmann::json& m) { m.erase("config"); };
+        aff::test::write_fixture_container(dir, path, opt);
+        CHECK(aff::check_container_complete(path) == aff::Completeness::no_config);
+    }
+}
+
+TEST_CASE("completeness of a checkpoint: the checks of loading, no weight decoded", "[model]") {
+    const aff::Checkpoint ck(models + "/tiny-a");
+    CHECK_NOTHROW(aff::check_checkpoint_complete(ck, ck.config_json()));
+    nlohmann::json wider = ck.config_json();
+    wider["moe_intermediate_size"] = 128;
+    CHECK_THROWS_WITH(aff::check_checkpoint_complete(ck, wider), Catch::Contains("expected [128, 128]"));
+    nlohmann::json more = ck.config_json();
+    more["n_routed_experts"] = 9;
+    CHECK_THROWS_WITH(aff::check_checkpoint_complete(ck, more), Catch::Contains("expected [9, 128]"));
 }
