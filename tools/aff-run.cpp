@@ -5,6 +5,7 @@
 // continuations, truncated stacks; and a chat mode (--chat: the model's chat encoding, one
 // user turn per line of standard input). The loops are libaff/runtime (generate.cpp,
 // chat_session.cpp); this file maps flags, checks them all before loading anything, and prints.
+#include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
@@ -14,6 +15,7 @@
 #include "libaff/runtime/logits_file.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/runtime/open_sequence.hpp"
+#include "libaff/runtime/prompt_limits.hpp"
 #include "libaff/runtime/sampler.hpp"
 #include "libaff/runtime/token_list.hpp"
 #include "libaff/trace/recorder.hpp"
@@ -29,22 +31,20 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <unistd.h>
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) aff::throw_io("cannot read the prompt file", path);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+// The ids the tokenizer has text for (a --tokens prompt may hold others).
+std::vector<std::int32_t> known_ids(const aff::tokenizer::Tokenizer& tok, std::span<const std::int32_t> ids) {
+    std::vector<std::int32_t> known;
+    for (std::int32_t t : ids)
+        if (tok.contains(aff::tokenizer::TokenId(t))) known.push_back(t);
+    return known;
 }
 
 void print_top_logits(std::int64_t position, std::int32_t token, std::span<const float> logits, std::size_t k) {
@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
         { const aff::Sampler check(gen.sampling); }
         if (!route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
             aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
-        if (!prompt_file.empty()) prompt = read_text_file(prompt_file);
+        if (!prompt_file.empty()) aff::check_prompt_file(prompt_file);
+        if (!logits_out.empty()) aff::check_output_path(logits_out);
         if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
         if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);
         const std::optional<aff::tokenizer::Tokenizer> tok = aff::load_model_tokenizer(model_path, tokenizer_path);
@@ -167,6 +168,12 @@ int main(int argc, char** argv) {
         auto model = aff::Model::load(model_path, pool, fwd);
         const aff::ModelConfig& config = model->config();
         const std::size_t context = ctx_size ? ctx_size : std::size_t(std::max<std::int64_t>(0, config.max_position_embeddings));
+        if (tokens_text.empty()) {
+            // Bounded by bytes first: a text too long for the context is never tokenised.
+            const std::uint64_t max_bytes = aff::max_prompt_bytes(*tok, context);
+            if (!prompt_file.empty()) prompt = aff::read_prompt_file(prompt_file, max_bytes);
+            aff::check_prompt_bytes(prompt.size(), max_bytes, context);
+        }
         if (!chat && tokens_text.empty()) {
             gen.prompt.push_back(config.bos_token_id);  // as the chat encoding starts every conversation
             for (auto id : tok->encode(prompt)) gen.prompt.push_back(static_cast<std::int32_t>(id));
@@ -219,7 +226,7 @@ int main(int argc, char** argv) {
         if (tok) stream = std::make_unique<aff::tokenizer::StreamDecoder>(*tok);
         if (!no_echo) {
             if (tok && tokens_text.empty()) view.output(prompt);
-            else if (tok) view.output(tok->decode(gen.prompt));
+            else if (tok) view.output(tok->decode(known_ids(*tok, gen.prompt)));
             else for (auto t : gen.prompt) view.output(std::to_string(t) + ' ');
         }
         std::vector<std::int32_t> generated;
@@ -236,7 +243,9 @@ int main(int argc, char** argv) {
             board.add_token(request);
             if (generated.empty()) first_token_seconds = seconds_since(gen_start);
             generated.push_back(t);
-            view.output(stream ? stream->push(t) : std::to_string(t) + ' ');
+            // An id without text (DeepSeek's embedding has some past the tokenizer) prints nothing.
+            if (!stream) view.output(std::to_string(t) + ' ');
+            else if (tok->contains(aff::tokenizer::TokenId(t))) view.output(stream->push(t));
             return true;
         };
         if (logits_file || dump_logits > 0)
