@@ -22,10 +22,15 @@ public:
     std::int64_t integer(const nlohmann::json& v, const std::string& field, std::int64_t lo, std::int64_t hi) const {
         if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
             fail(field, "expected an integer, got " + v.dump());
-        const std::int64_t x = v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
-        if (x < lo || x > hi)
-            fail(field, std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-        return x;
+        // Compared as what the file holds (an unsigned above 2^63 or a float past int64's
+        // range would wrap if converted first, and print as a negative number).
+        const bool in_range = v.is_number_unsigned()  ? v.get<std::uint64_t>() <= std::uint64_t(std::max<std::int64_t>(hi, 0)) &&
+                                                            std::int64_t(v.get<std::uint64_t>()) >= lo
+                              : v.is_number_integer() ? v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi
+                                                      : v.get<double>() >= double(lo) && v.get<double>() <= double(hi);
+        if (!in_range)
+            fail(field, v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
     }
     int req_int(const std::string& f, std::int64_t lo = 1, std::int64_t hi = 1 << 24) const {
         if (!has(f)) fail(f, "missing");

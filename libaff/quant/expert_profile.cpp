@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -22,6 +23,15 @@ constexpr std::uint8_t kMagic[8] = {0x89, 'A', 'F', 'P', 0x0D, 0x0A, 0x1A, 0x0A}
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeader = 32;
 constexpr std::uint32_t kMaxLayers = 4096, kMaxExperts = 65536;
+
+// Summaries add counts up (per layer, over the whole profile) in 64 bits: a profile whose
+// counts sum past 2^63 would print wrapped totals and shares above 100 %. Refused.
+void check_count_total(const std::vector<std::uint64_t>& counts) {
+    std::uint64_t total = 0;
+    for (const std::uint64_t c : counts)
+        if (__builtin_add_overflow(total, c, &total) || total > std::uint64_t(INT64_MAX))
+            throw_format("the activation counts sum past 2^63 (not counts of routed tokens)");
+}
 
 void put(std::uint8_t* p, std::uint64_t v, int n) {
     for (int i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
@@ -69,6 +79,7 @@ ExpertProfile ExpertProfile::parse(std::span<const std::uint8_t> b, const std::s
         if (get(&b[b.size() - 8], 8) != xxh3_64(b.data(), b.size() - 8)) throw_format("digest mismatch");
         p.counts.resize(n);
         for (std::uint64_t i = 0; i < n; ++i) p.counts[i] = get(&b[kHeader + 8 * i], 8);
+        check_count_total(p.counts);
         return p;
     };
     return what.empty() ? body() : with_context(what, body);
@@ -128,6 +139,7 @@ ExpertProfile profile_from_imatrix(const Imatrix& im, std::uint32_t max_layers, 
     for (const auto& [layer, e] : chosen)
         for (std::uint32_t x = 0; x < p.experts; ++x)
             p.counts[static_cast<std::size_t>(layer) * p.experts + x] = static_cast<std::uint64_t>(std::llround(e->counts[x]));
+    with_context(im.path, [&] { check_count_total(p.counts); });
     return p;
 }
 

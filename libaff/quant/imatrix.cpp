@@ -8,6 +8,7 @@
 #include "libaff/core/mapped_file.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <regex>
@@ -19,6 +20,7 @@ namespace {
 constexpr std::uint64_t kMaxTensors = 1u << 20;
 constexpr std::uint64_t kMaxString = 1u << 16;
 constexpr std::uint64_t kMaxKv = 1u << 16;
+constexpr float kMaxImatrixCount = 9007199254740992.0f;  // 2^53
 
 class Cursor {
 public:
@@ -174,6 +176,16 @@ Imatrix parse_gguf(Cursor& c, const std::string& path) {
         for (std::uint64_t k = 0; k < n; ++k)
             if (!std::isfinite(v[k]) || (v[k] < 0 && !ends_with(name, ".in_sum")))
                 throw_format("tensor " + name + " value " + std::to_string(k) + " is negative or not finite");
+        // Counts are numbers of tokens: past 2^53 they are no count (and would overflow
+        // the 64-bit sums an expert profile makes of them).
+        if (ends_with(name, ".counts"))
+            for (std::uint64_t k = 0; k < n; ++k)
+                if (v[k] > kMaxImatrixCount) {
+                    char value[32];
+                    std::snprintf(value, sizeof value, "%g", static_cast<double>(v[k]));
+                    throw_format("tensor " + name + " value " + std::to_string(k) + " is " + value +
+                                 ", more than 2^53 tokens");
+                }
         return v;
     };
     for (const std::string& name : order) {

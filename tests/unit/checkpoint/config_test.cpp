@@ -96,3 +96,15 @@ TEST_CASE("config validation names the field at fault", "[checkpoint][corrupt]")
     j.erase("layer_types");
     CHECK(config_error(j) == "config.json: field layer_types: missing (nor compress_ratios)");
 }
+
+TEST_CASE("an integer past int64 is reported as written, not wrapped", "[checkpoint]") {
+    nlohmann::json j = tiny_a();
+    j["vocab_size"] = nlohmann::json::parse("18446744073709551615");
+    CHECK(config_error(j) == "config.json: field vocab_size: 18446744073709551615 is out of range [1, 16777216]");
+    j["vocab_size"] = nlohmann::json::parse("9223372036854775808");
+    CHECK(config_error(j) == "config.json: field vocab_size: 9223372036854775808 is out of range [1, 16777216]");
+    j["vocab_size"] = 1e30;
+    CHECK(config_error(j) == "config.json: field vocab_size: 1e+30 is out of range [1, 16777216]");
+    j["vocab_size"] = -5;
+    CHECK(config_error(j) == "config.json: field vocab_size: -5 is out of range [1, 16777216]");
+}

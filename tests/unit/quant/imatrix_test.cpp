@@ -249,3 +249,22 @@ TEST_CASE("profile bytes round-trip and damaged ones are rejected", "[quant][cor
     bad[20] = 9;
     CHECK_THROWS_WITH(ExpertProfile::parse(bad, ""), Catch::Contains("source 9 is not defined"));
 }
+
+TEST_CASE("counts that would overflow the profile's 64-bit sums are refused", "[quant][corrupt]") {
+    // A profile file whose counts sum past 2^63: it printed 0 activations and shares of 3e20 %.
+    ExpertProfile p;
+    p.layers = 1;
+    p.experts = 2;
+    p.source = ProfileSource::imatrix;
+    p.counts = {std::uint64_t(1) << 63, std::uint64_t(1) << 63};
+    CHECK_THROWS_WITH(ExpertProfile::parse(p.serialize(), "p.afp"), Catch::Contains("sum past 2^63"));
+    p.counts = {(std::uint64_t(1) << 62), (std::uint64_t(1) << 62) - 1};
+    CHECK(ExpertProfile::parse(p.serialize(), "p.afp").counts == p.counts);
+
+    // An imatrix with counts of 1e38: no count of tokens, and llround() of it is undefined.
+    auto tensors = sample_tensors();
+    tensors[1].data = {4, 1e38f, 0};
+    CHECK_THROWS_WITH(parse_imatrix(gguf(tensors), "m.gguf"),
+                      Catch::Contains("tensor blk.3.ffn_up_exps.weight.counts value 1 is") &&
+                          Catch::Contains("more than 2^53 tokens"));
+}
