@@ -1,7 +1,8 @@
 # -n running past the context (tiny-a: 4096 tokens) is refused before generating; so is a
 # prompt of the context's length, and a text too long for the context is refused from its
 # byte length, before it is tokenised (the byte tokenizer: one byte a token at most).
-python3 "$SRC/tests/cli/aff-run/byte_tokenizer.py" tok.json
+. "$SRC/tests/cli/aff-serve/server.bash"  # byte_tokenizer: one token per byte
+byte_tokenizer tok.json
 run() { status=0; aff-run -m "$DATA/models/tiny-a" --tokenizer tok.json "$@" --no-echo 2>err >/dev/null || status=$?; echo "status $status"; cat err; }
 run --tokens 0,1 -n 5000
 run --tokens "$(seq -s, 0 4095 | tr -d '\n' | sed 's/[0-9]*/7/g')" -n 1
