@@ -9,7 +9,7 @@ import { startServer } from './server.mjs';
 
 let server;
 before(async () => {
-  server = await startServer(['--test-engine', '--test-engine-delay-ms', '1', '--max-tokens-floor', '0', '-q']);
+  server = await startServer(['--test-engine', '--test-engine-delay-ms', '1', '--max-tokens-floor', '0']);
 });
 after(async () => { await server.stop(); });
 

@@ -1,5 +1,5 @@
 # -n running past the context (tiny-a: 4096 tokens) is refused before generating; so is a
-# prompt of the context's length, and a text too long for the context is refused from its
+# prompt of the context's length; and a text too long for the context is refused from its
 # byte length, before it is tokenised (the byte tokenizer: one byte a token at most).
 . "$SRC/tests/cli/aff-serve/server.bash"  # byte_tokenizer: one token per byte
 byte_tokenizer tok.json
