@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
         // grace period, then cut it short (a complete reply either way) and exit 0.
         std::atomic<bool> loaded{false}, signalled{false};
         std::promise<void> stopped;
-        aff::cli::on_stop_signal([&](int sig) {
+        // With the dashboard, Ctrl-C closes the view at once (status 130), as documented.
+        if (!view.dash()) aff::cli::on_stop_signal([&](int sig) {
             signalled = true;
             if (!common.quiet)
                 say(std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ": shutting down (up to " +
