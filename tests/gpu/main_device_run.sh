@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>
 
 # 1. Device tests.
 start=$SECONDS
-if timeout 420 "$bin/tests/aff_gpu_tests" "$@" >"$out/gpu_tests.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
+if timeout 380 "$bin/tests/aff_gpu_tests" "$@" >"$out/gpu_tests.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
 note "aff_gpu_tests ${*:-(all)}: $t in $((SECONDS - start)) s; $(tail -1 "$out/gpu_tests.txt")"
 grep 'FAIL$' "$out/gpu_tests.txt" | head -30 >>"$summary"
 
@@ -42,7 +42,7 @@ fi
 head -3 "$out/trained_gpu.err" >>"$summary"
 
 # 3. Its quality rows on the GPU (checkpoint and container).
-if timeout 240 python3 tests/oracle/aff_quality.py tests/data/models/tiny-trained/results.json "$bin" \
+if timeout 150 python3 tests/oracle/aff_quality.py tests/data/models/tiny-trained/results.json "$bin" \
   tests/data/models/tiny-trained "$model" --gpus 1 >"$out/quality_gpu.txt" 2>&1; then
   tail -8 "$out/quality_gpu.txt" >>"$summary"
 else
