@@ -13,6 +13,7 @@
 //     many argmaxes differ after it are properties of the random model, printed, not bounded.
 #include "device_test.hpp"
 
+#include "tests/common/sweep_golden.hpp"
 #include "tests/common/v4_sweep.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -37,25 +38,6 @@ namespace {
 constexpr double kExactMaxRel = 1e-4;
 constexpr double kDefaultMaxRel = 3e-2;
 
-struct Golden {
-    std::vector<std::int32_t> tokens;
-    std::vector<float> logits;
-};
-
-Golden read_golden(const std::string& name) {
-    aff::SafetensorsFile f(test_data() + "/sweep/" + name + ".safetensors");
-    Golden g;
-    const aff::SafetensorsTensor* t = f.find("tokens");
-    const aff::SafetensorsTensor* l = f.find("logits");
-    for (std::uint64_t i = 0; i < t->elements(); ++i) {
-        std::int64_t v;
-        std::memcpy(&v, f.data(*t) + 8 * i, 8);
-        g.tokens.push_back(static_cast<std::int32_t>(v));
-    }
-    g.logits.resize(l->elements());
-    std::memcpy(g.logits.data(), f.data(*l), l->nbytes);
-    return g;
-}
 
 // Per position max|Δ| / max|ref|, and argmax flips where the reference's top-2 margin exceeds 1e-3.
 struct Positions {
@@ -86,17 +68,6 @@ Positions positions(const std::vector<float>& got, const std::vector<float>& ref
     return r;
 }
 
-std::vector<int> chunk_plan(int S, int seed) {  // as the CPU test's
-    std::vector<int> plan;
-    int at = 0, c = 1 + seed % 5;
-    while (at < S) {
-        const int n = std::min(c, S - at);
-        plan.push_back(n);
-        at += n;
-        c = c * 2 + 1 + seed % 3;
-    }
-    return plan;
-}
 
 std::vector<float> run(aff::gpu::GpuModel& m, const std::vector<std::int32_t>& tokens, const std::vector<int>& plan) {
     aff::gpu::GpuDecodeState st = m.new_state();
@@ -129,7 +100,7 @@ void sweep(std::vector<Row>& rows) {
         aff::test::write_sweep_checkpoint(c, dir / "ckpt");
         auto cpu = aff::Model::load(dir / "ckpt", pool);
         const aff::Checkpoint ck(dir / "ckpt");
-        const Golden g = read_golden(c.name);
+        const aff::test::SweepGolden g = aff::test::read_sweep_golden(test_data() + "/sweep/" + c.name + ".safetensors");
         const int V = cpu->config().vocab_size, S = int(g.tokens.size());
 
         aff::gpu::GpuOptions exact;
@@ -138,7 +109,7 @@ void sweep(std::vector<Row>& rows) {
         std::printf("sweep %s: %s\n", c.name.c_str(), gx.describe().c_str());
         const std::vector<float> whole = run(gx, g.tokens, {S});
         const std::vector<std::pair<std::string, std::vector<float>>> modes = {
-            {"whole prompt", whole}, {"uneven chunks", run(gx, g.tokens, chunk_plan(S, i))},
+            {"whole prompt", whole}, {"uneven chunks", run(gx, g.tokens, aff::test::sweep_chunk_plan(S, i))},
             {"decode steps", run_decode(gx, g.tokens)}};
         for (const auto& [what, got] : modes) {
             const Positions p = positions(got, g.logits, V);

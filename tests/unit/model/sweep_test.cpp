@@ -7,6 +7,7 @@
 // reference's wherever its top-2 margin exceeds 1e-3 of that scale. The chunkings must also agree with
 // each other, since a causal model's logits cannot depend on how its prompt was cut.
 #include "../temp_dir.hpp"
+#include "common/sweep_golden.hpp"
 #include "common/v4_sweep.hpp"
 
 #include "libaff/checkpoint/safetensors.hpp"
@@ -25,27 +26,6 @@
 
 namespace {
 
-struct Golden {
-    std::vector<std::int32_t> tokens;
-    std::vector<float> logits;  // [S, V]
-};
-
-Golden read_golden(const std::string& name) {
-    aff::SafetensorsFile f(std::string(AFF_TEST_DATA) + "/sweep/" + name + ".safetensors");
-    const aff::SafetensorsTensor* t = f.find("tokens");
-    const aff::SafetensorsTensor* l = f.find("logits");
-    REQUIRE(t);
-    REQUIRE(l);
-    Golden g;
-    for (std::uint64_t i = 0; i < t->elements(); ++i) {
-        std::int64_t v;
-        std::memcpy(&v, f.data(*t) + 8 * i, 8);
-        g.tokens.push_back(static_cast<std::int32_t>(v));
-    }
-    g.logits.resize(l->elements());
-    std::memcpy(g.logits.data(), f.data(*l), l->nbytes);
-    return g;
-}
 
 struct Agreement {
     double worst = 0;       // max over positions of max|Δ| / max|reference|
@@ -77,18 +57,6 @@ Agreement agreement(const std::vector<float>& got, const std::vector<float>& ref
     return a;
 }
 
-// Uneven chunks that cut windows and rings at odd places: 1, 2, 3, ... growing, then the rest.
-std::vector<int> chunk_plan(int S, int seed) {
-    std::vector<int> plan;
-    int at = 0, c = 1 + seed % 5;
-    while (at < S) {
-        const int n = std::min(c, S - at);
-        plan.push_back(n);
-        at += n;
-        c = c * 2 + 1 + seed % 3;
-    }
-    return plan;
-}
 
 std::vector<float> run_chunks(const aff::Model& m, const std::vector<std::int32_t>& tokens, const std::vector<int>& plan) {
     aff::DecodeState st = m.new_state();
@@ -118,12 +86,12 @@ TEST_CASE("every sweep config matches DeepSeek's reference in every chunking", "
         aff::test::TempDir dir;
         aff::test::write_sweep_checkpoint(c, dir / "ckpt");
         auto model = aff::Model::load(dir / "ckpt", pool);
-        const Golden g = read_golden(c.name);
+        const aff::test::SweepGolden g = aff::test::read_sweep_golden(std::string(AFF_TEST_DATA) + "/sweep/" + c.name + ".safetensors");
         const int V = model->config().vocab_size;
         const int S = int(g.tokens.size());
         REQUIRE(S == c.sequence);
         REQUIRE(g.logits.size() == std::size_t(S) * V);
-        const std::vector<int> whole{S}, ones(std::size_t(S), 1), uneven = chunk_plan(S, i);
+        const std::vector<int> whole{S}, ones(std::size_t(S), 1), uneven = aff::test::sweep_chunk_plan(S, i);
         const std::vector<float> a = run_chunks(*model, g.tokens, whole);
         for (const auto& [what, plan] : {std::pair{"whole prompt", whole}, std::pair{"uneven chunks", uneven},
                                          std::pair{"token by token", ones}}) {
