@@ -21,10 +21,12 @@ public:
     gpu::GpuStateSnapshot state;
 };
 
+// What one forward call is about to overwrite, copied device to device (GpuModel::rewind_point):
+// the ring rows its positions take and the compressors' windows, not the whole state.
 class GpuUndo final : public UndoLogSequence::UndoRecord {
 public:
-    explicit GpuUndo(gpu::GpuStateSnapshot s) : state(std::move(s)) {}
-    gpu::GpuStateSnapshot state;
+    explicit GpuUndo(gpu::GpuRewindPoint p) : point(std::move(p)) {}
+    gpu::GpuRewindPoint point;
 };
 
 class GpuSequence final : public UndoLogSequence {
@@ -56,11 +58,11 @@ public:
     }
 
 private:
-    std::unique_ptr<UndoRecord> take_undo(std::span<const std::int32_t>) const override {
-        return std::make_unique<GpuUndo>(model_.snapshot(state_));
+    std::unique_ptr<UndoRecord> take_undo(std::span<const std::int32_t> tokens) const override {
+        return std::make_unique<GpuUndo>(model_.rewind_point(state_, static_cast<int>(tokens.size())));
     }
     void apply_undo(const UndoRecord& record) override {
-        model_.restore(state_, static_cast<const GpuUndo&>(record).state);
+        model_.rewind(state_, static_cast<const GpuUndo&>(record).point);
     }
     std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
         return model_.forward(state_, tokens, all_logits);

@@ -1,9 +1,8 @@
 // The GPU model (libaff/gpu/forward.hpp) as a Sequence, built by open_sequence in GPU builds
 // only (gpu_sequence.cpp compiles to nothing elsewhere). Snapshots are the host copies
-// GpuModel::snapshot takes of what the state uses at its position. Rewind keeps, for now, such
-// a host snapshot as each forward call's undo record (undo_log.hpp), which copies the whole
-// used state once per call while the rewind depth is above 0 (0 by default: nothing is
-// copied); a device-to-device record of only the changed ranges is the GPU side's to add.
+// GpuModel::snapshot takes of what the state uses at its position. Rewind's undo record for
+// each forward call (undo_log.hpp) is a GpuRewindPoint: the few ranges the call overwrites,
+// copied device to device, taken only while the rewind depth is above 0 (0 by default).
 // The GPU's logits depend on how tokens are split into calls (prefill GEMMs from
 // GpuOptions::gemm_min_tokens up), so after a rewind into the middle of a call the replayed
 // part runs as its own call: the logits are those of a fresh sequence making the same calls.
