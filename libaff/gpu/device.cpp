@@ -5,7 +5,7 @@
 #include "libaff/core/error.hpp"
 #include "kernels/check.hpp"
 
-#include "gpu_compat.hpp"
+#include "kernels/gpu_compat.hpp"
 
 #include <cstdlib>
 #include <mutex>

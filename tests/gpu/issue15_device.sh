@@ -21,7 +21,8 @@
 # on the device machine, from the repository root (tests/data travels with the tree):
 #   tests/gpu/issue15_device.sh run DIR [tests] [parity] [bench]     (default: all three)
 #   environment: OUT (results folder, default /tmp/issue15), GEO (container path, default
-#   $OUT/g4.aff: made once with the after build's make_geometry_container --layers 4).
+#   $OUT/g4.aff: made once with the after build's make_geometry_container --layers GEO_LAYERS,
+#   default 4), BENCH_ROUNDS (before/after pairs of decode_bench, default 2).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 after_bins=(aff_gpu_tests decode_bench make_geometry_container aff-run aff-quantize)
@@ -65,8 +66,8 @@ note() { summary+=("$1"); echo "== $1"; }
 
 make_geometry() {
   [ -f "$geo" ] && return 0
-  echo "== make_geometry_container $geo --layers 4"
-  "$bins/after/make_geometry_container" "$geo" --layers 4 || { note "FAIL make_geometry_container"; failed=1; return 1; }
+  echo "== make_geometry_container $geo --layers ${GEO_LAYERS:-4}"
+  "$bins/after/make_geometry_container" "$geo" --layers "${GEO_LAYERS:-4}" || { note "FAIL make_geometry_container"; failed=1; return 1; }
 }
 
 if wanted tests; then
@@ -126,13 +127,14 @@ fi
 
 if wanted bench; then
   if make_geometry; then
-    for round in 1 2; do
+    rounds=$(seq "${BENCH_ROUNDS:-2}")
+    for round in $rounds; do
       for side in before after; do
         echo "== decode_bench $side (round $round)"
         "$bins/$side/decode_bench" "$geo" 16 2>&1 | tee "$out/bench.$side.$round.txt" | tail -4
       done
     done
-    for round in 1 2; do
+    for round in $rounds; do
       for side in before after; do
         steps=$(grep -oE 'vs graph [0-9.]+ ms' "$out/bench.$side.$round.txt" | awk '{printf "%s ms, ", $3}')
         note "bench $side $round: 4-layer graph step (batch 1, batch 4): ${steps%, }; $(grep -m1 '^figure' "$out/bench.$side.$round.txt" | sed 's/.*graph replay): //')"
