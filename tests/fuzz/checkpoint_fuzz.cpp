@@ -16,18 +16,25 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <unistd.h>
 
 namespace {
 
+// The scratch directory, removed at exit. The string is never destroyed: the exit handler is
+// registered while it is being made, so it runs after a static string's destructor would have
+// (handlers and destructors run in reverse order of registration), and read a freed string.
 const std::string& scratch() {
-    static const std::string dir = [] {
+    static const std::string* const dir = [] {
         const auto d = std::filesystem::temp_directory_path() / ("aff-checkpoint-fuzz-" + std::to_string(::getpid()));
         std::filesystem::create_directories(d);
-        std::atexit([] { std::filesystem::remove_all(scratch()); });
-        return d.string();
+        std::atexit([] {
+            std::error_code ignored;
+            std::filesystem::remove_all(scratch(), ignored);
+        });
+        return new std::string(d.string());
     }();
-    return dir;
+    return *dir;
 }
 
 void write(const std::string& path, const std::uint8_t* data, std::size_t size) {
