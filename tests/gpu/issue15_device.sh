@@ -22,7 +22,9 @@
 #   tests/gpu/issue15_device.sh run DIR [tests] [parity] [bench]     (default: all three)
 #   environment: OUT (results folder, default /tmp/issue15), GEO (container path, default
 #   $OUT/g4.aff: made once with the after build's make_geometry_container --layers GEO_LAYERS,
-#   default 4), BENCH_ROUNDS (before/after pairs of decode_bench, default 2).
+#   default 4; 0: no geometry container), BENCH_ROUNDS (before/after pairs of decode_bench, default
+#   2), PARITY_GPUS (aff-run's --gpus in the parity part, default 1; 0 runs it on the CPU
+#   reference, which needs only aff-run before and aff-run, aff-quantize after).
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 after_bins=(aff_gpu_tests decode_bench make_geometry_container aff-run aff-quantize)
@@ -52,10 +54,11 @@ for w in "${parts[@]}"; do
   case $w in tests|parity|bench|all) ;; *) echo "issue15_device.sh: unknown part '$w'" >&2; exit 2 ;; esac
 done
 wanted() { local w; for w in "${parts[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0; done; return 1; }
-if wanted parity || wanted bench; then
-  for n in "${before_bins[@]}"; do [ -x "$bins/before/$n" ] || { echo "issue15_device.sh: missing $bins/before/$n" >&2; exit 1; }; done
-fi
-for n in "${after_bins[@]}"; do [ -x "$bins/after/$n" ] || { echo "issue15_device.sh: missing $bins/after/$n" >&2; exit 1; }; done
+need() { local side=$1 n; shift; for n in "$@"; do [ -x "$bins/$side/$n" ] || { echo "issue15_device.sh: missing $bins/$side/$n" >&2; exit 1; }; done; }
+wanted tests && need after aff_gpu_tests
+wanted parity && need before aff-run && need after aff-run aff-quantize
+wanted bench && need before decode_bench && need after decode_bench make_geometry_container
+[ "${GEO_LAYERS:-4}" != 0 ] && wanted parity && need after make_geometry_container
 out=${OUT:-/tmp/issue15}
 mkdir -p "$out" || exit 1
 geo=${GEO:-$out/g4.aff}
@@ -65,6 +68,7 @@ failed=0
 note() { summary+=("$1"); echo "== $1"; }
 
 make_geometry() {
+  [ "${GEO_LAYERS:-4}" = 0 ] && return 1
   [ -f "$geo" ] && return 0
   echo "== make_geometry_container $geo --layers ${GEO_LAYERS:-4}"
   "$bins/after/make_geometry_container" "$geo" --layers "${GEO_LAYERS:-4}" || { note "FAIL make_geometry_container"; failed=1; return 1; }
@@ -110,7 +114,7 @@ if wanted parity; then
     for p in short long; do
       toks=${!p}
       for side in before after; do
-        "$bins/$side/aff-run" -m "$m" --tokens "$toks" --force-tokens "$forced" -n 8 --gpus 1 --temp 0 --no-echo \
+        "$bins/$side/aff-run" -m "$m" --tokens "$toks" --force-tokens "$forced" -n 8 --gpus "${PARITY_GPUS:-1}" --temp 0 --no-echo \
           --logits-out "$out/$name.$p.$side.logits" >"$out/$name.$p.$side.log" 2>&1 ||
           echo "   aff-run $side failed on $name ($p): $(tail -1 "$out/$name.$p.$side.log")"
       done
