@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
     replay->add_option("--model", model_path, "initial placement from this container's embedded profile");
     replay->add_option("--expert-bytes", ro.expert_bytes, "bytes of one expert (default: the trace's)");
     replay->add_option("--half-life", ro.heat.half_life_steps, "heat: steps for heat to halve (default 32)");
+    replay->add_option("--token-weight", ro.heat.token_weight,
+                       "heat: a dispatch credits tokens^W, 1 by tokens, 0 once (default 0.5)");
     replay->add_option("--hysteresis", ro.heat.hysteresis, "heat: fraction a candidate must beat its victim by (default 0.25)");
     replay->add_option("--min-gain", ro.heat.min_gain, "heat: heat a candidate must beat its victim by (default 0.5)");
     replay->add_option("--max-moves", ro.heat.max_moves, "heat: admissions per dispatch (default 4)");

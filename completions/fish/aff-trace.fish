@@ -15,6 +15,7 @@ complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l expert-profile 
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l model -r -F -d 'initial placement from this container profile'
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l expert-bytes -x -d 'bytes of one expert'
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l half-life -x -d 'heat: steps for heat to halve'
+complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l token-weight -x -d 'heat: a dispatch credits tokens^W'
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l hysteresis -x -d 'heat: fraction a candidate must beat its victim by'
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l min-gain -x -d 'heat: heat a candidate must beat its victim by'
 complete -c aff-trace -n '__fish_seen_subcommand_from replay' -l max-moves -x -d 'heat: admissions per dispatch'

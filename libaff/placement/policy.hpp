@@ -54,14 +54,28 @@ public:
     virtual void decide(const Dispatch& d, std::uint32_t free_slots, std::vector<Admission>& out) = 0;
 };
 
+// Diagnostic variants of the heat policy that replace one of its two decisions by the
+// offline answer (they need Dispatch::next_use, as Belady does): they measure how much of
+// Belady's lead each decision accounts for. Benchmarks only; not a policy to run.
+enum class HeatOracle : std::uint8_t {
+    none,       // the heat policy itself
+    admission,  // heat picks the victim; the candidate is admitted iff it is needed before the victim
+    eviction,   // the victim is the resident needed last; heat's admission test is applied against it
+};
+
 // The knobs of the heat policy (heat_policy.cpp), with the defaults aff uses.
 struct HeatOptions {
     double half_life_steps = 32;   // heat halves every this many steps without use
+    // A dispatch credits each distinct expert tokens^token_weight: 1 weights by the tokens that
+    // chose it, 0 credits once a dispatch (what a hit is worth: its bytes are read once however
+    // many tokens use them). 0.5: a 64-token prefill chunk's favourite earns 8, not 64.
+    double token_weight = 0.5;
     double hysteresis = 0.25;      // admit only when the candidate's heat exceeds the victim's by this fraction
     double min_gain = 0.5;         // ... and by at least this much heat (tokens)
     std::uint32_t max_moves = 4;   // admissions per dispatch
     double lead_limit = 64;        // heat is capped here, so an old favourite loses its lead in bounded time
     std::uint32_t shadow_slots = 8;  // copies in flight at once (in replay a copy lands before the next dispatch)
+    HeatOracle oracle = HeatOracle::none;
 };
 
 // "heat", "demand", "static", "lru", "lfu", "belady"; throws aff::Error (usage) otherwise.

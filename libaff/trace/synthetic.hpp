@@ -52,4 +52,18 @@ std::span<const std::string_view> synthetic_family_names();
 
 RouteTrace synthesize(const SyntheticParams& params);
 
+// The distribution oracle on the trace synthesize(params) makes: before each step it holds
+// the gpu_slots experts (over all layers) that one token is likeliest to select under the
+// generator's state at that step (each layer's current ranking, the running burst, the
+// token distribution through the hash tables), moving freely. Draws are independent given
+// that state, so no online policy, which sees only past draws, can expect more GPU hits:
+// it is the bound for online policies on this family, where Belady's MIN (which knows the
+// draws themselves) is the bound for any policy. Counted as replay counts: one access per
+// distinct expert a dispatch.
+struct OracleCounts {
+    std::uint64_t accesses = 0, gpu_hits = 0;
+    double hit_rate() const { return accesses ? double(gpu_hits) / double(accesses) : 0.0; }
+};
+OracleCounts synthetic_oracle(const SyntheticParams& params, std::uint32_t gpu_slots);
+
 }  // namespace aff::trace

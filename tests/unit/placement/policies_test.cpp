@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <initializer_list>
 #include <map>
+#include <tuple>
 #include <string>
 
 using namespace aff;
@@ -20,25 +22,31 @@ using namespace aff::trace;
 
 namespace {
 
-// One layer, four experts of 100 bytes, top-1, one token a step choosing 2, 3, 2, 0, 3, 1.
-RouteTrace hand_trace() {
+// One layer of `experts` experts of 100 bytes, top-1: each step's tokens choose the listed
+// experts (a step of several tokens is a prefill chunk).
+RouteTrace one_layer_trace(std::uint32_t experts, std::initializer_list<std::initializer_list<std::uint16_t>> steps) {
     RouteTrace t;
     t.header.layers = 1;
-    t.header.experts = 4;
+    t.header.experts = experts;
     t.header.top_k = 1;
     t.header.expert_bytes = 100;
     t.header.hash_layers = {false};
     std::uint32_t pos = 0;
-    for (std::uint16_t e : {2, 3, 2, 0, 3, 1}) {
+    for (const auto& chosen : steps) {
         TraceStep s;
-        s.tokens.push_back({7, 0, pos++, Phase::decode});
+        for (std::uint16_t e : chosen) {
+            s.tokens.push_back({7, 0, pos++, chosen.size() > 1 ? Phase::prefill : Phase::decode});
+            s.experts.push_back(e);
+            s.weights.push_back(1.0f);
+        }
         s.layers = {0};
-        s.experts = {e};
-        s.weights = {1.0f};
         t.steps.push_back(s);
     }
     return t;
 }
+
+// Four experts, one token a step choosing 2, 3, 2, 0, 3, 1.
+RouteTrace hand_trace() { return one_layer_trace(4, {{2}, {3}, {2}, {0}, {3}, {1}}); }
 
 struct Expect {
     std::uint64_t gpu, host, ssd, admissions, demotions, drops, pcie, ssd_bytes, hbm;
@@ -67,7 +75,7 @@ TEST_CASE("replay reproduces the hand-computed case for every policy", "[placeme
         // belady: 2 (next 2) evicts 1 (next 5) to host; 3 (next 4) is bypassed (0's next is 3);
         // 2 and 0 hit; 3 and 1 are not used again, so not admitted.
         {"belady", {2, 2, 2, 1, 1, 0, 500, 200, 200}},
-        // heat (half-life 32 steps): 2 and 3 (heat 1) replace the cold residents 0 (to host)
+        // heat (half-life 32 steps; one token a dispatch, so the token weight does not matter): 2 and 3 (heat 1) replace the cold residents 0 (to host)
         // and 1 (dropped); 0 (heat 1) streams from the host but does not beat 3
         // (2^(-2/32) = 0.96) by 25 %; 3 hits; 1 (heat 1) misses from SSD and does not beat 2 (1.83).
         {"heat", {2, 2, 2, 2, 1, 1, 500, 200, 200}},
@@ -90,6 +98,42 @@ TEST_CASE("replay reproduces the hand-computed case for every policy", "[placeme
         CHECK(c.hbm_bytes == e.hbm);
         CHECK(r[0].token_steps == 6);
     }
+}
+
+TEST_CASE("heat credits a dispatch tokens^token_weight, worked by hand", "[placement]") {
+    // One layer, three experts of 100 bytes, top-1: a 4-token prefill step choosing 0, then
+    // four decode steps choosing 1. GPU 1 slot, host 2; profile [1, 2, 5] puts 2 on the GPU,
+    // 1 and 0 in the host pool. Half-life 32 steps (d = 2^(-1/32) = 0.97857 a step),
+    // hysteresis 0.25, min-gain 0.5. Every step: 0 streams from the host at step 0 and beats
+    // the cold resident 2 (2^-60), which goes to the host; 1 is credited 1 a step:
+    // heat 1, 1.9786, 2.9362 at steps 1, 2, 3. Expert 0's heat after step 0 is c = 4^w.
+    //   w = 1:   c = 4; at step 3 0 has 4 d^3 = 3.748 and 1 needs 1.25 x 3.748 = 4.685:
+    //            never admitted (steps 1-4 all miss): 0 GPU hits, 1 admission.
+    //   w = 0.5: c = 2; at step 2 1 needs 1.25 x 2 d^2 = 2.394 > 1.9786; at step 3
+    //            1.25 x 2 d^3 = 2.342 < 2.9362 (gain 1.06 >= 0.5): 1 replaces 0 (to the
+    //            host); step 4 hits: 1 GPU hit, 2 admissions.
+    //   w = 0:   c = 1; at step 2 1.25 x d^2 = 1.197 < 1.9786 (gain 1.02): 1 replaces 0;
+    //            steps 3 and 4 hit: 2 GPU hits, 2 admissions.
+    const RouteTrace t = one_layer_trace(3, {{0, 0, 0, 0}, {1}, {1}, {1}, {1}});
+    ReplayOptions o;
+    o.gpu_bytes = {100};
+    o.host_bytes = 200;
+    o.profile = {1, 2, 5};
+    o.policies = {"heat"};
+    for (const auto& [w, hits, admissions] : {std::tuple{1.0, 0, 1}, std::tuple{0.5, 1, 2}, std::tuple{0.0, 2, 2}}) {
+        INFO("token weight " << w);
+        o.heat.token_weight = w;
+        const placement::Counters c = replay(t, o)[0].counters;
+        CHECK(c.accesses == 5);
+        CHECK(c.selections == 8);
+        CHECK(c.gpu_hits == std::uint64_t(hits));
+        CHECK(c.host_hits == 5 - std::uint64_t(hits));
+        CHECK(c.admissions == std::uint64_t(admissions));
+        CHECK(c.demotions_to_host == std::uint64_t(admissions));  // the pool always has room
+        CHECK(c.pcie_bytes == (5 - std::uint64_t(hits) + std::uint64_t(admissions)) * 100);
+    }
+    o.heat.token_weight = 1.5;
+    REQUIRE_THROWS_WITH(replay(t, o), "--token-weight must be from 0 to 1");
 }
 
 TEST_CASE("the modelled time is each link's bytes over its bandwidth", "[placement]") {
@@ -120,14 +164,22 @@ TEST_CASE("no policy beats Belady's hit count on random traces", "[placement]") 
         o.heat.hysteresis = (seed % 3) * 0.2;
         o.heat.min_gain = (seed % 4) * 0.5;
         o.heat.max_moves = 1 + seed % 5;
+        o.heat.token_weight = (seed % 5) * 0.25;
         const std::uint64_t B = t.header.expert_bytes, keys = std::uint64_t(layers) * experts;
         for (std::uint64_t slots : {std::uint64_t(0), std::uint64_t(1), keys / 8, keys / 3, keys / 2, keys - 1}) {
             const std::uint64_t host = (seed % 3) * B * (keys / 4);
             const ReplayResult best = replay_one(list, slots * B, host, "belady", o);
-            for (std::string_view p : placement::policy_names()) {
-                const ReplayResult r = replay_one(list, slots * B, host, std::string(p), o);
+            // Every policy, and heat with one decision made by the oracle (the benchmark's
+            // diagnostics): those know the future too and must not beat Belady either.
+            for (int v = 0; v < int(placement::policy_names().size()) + 2; ++v) {
+                const bool diagnostic = v >= int(placement::policy_names().size());
+                const std::string_view p = diagnostic ? "heat" : placement::policy_names()[v];
+                ReplayOptions ov = o;
+                if (diagnostic) ov.heat.oracle = v == int(placement::policy_names().size()) ? placement::HeatOracle::admission
+                                                                                            : placement::HeatOracle::eviction;
+                const ReplayResult r = replay_one(list, slots * B, host, std::string(p), ov);
                 const placement::Counters& c = r.counters;
-                INFO("seed " << seed << " slots " << slots << " policy " << p);
+                INFO("seed " << seed << " slots " << slots << " policy " << p << (diagnostic ? " (oracle variant)" : ""));
                 REQUIRE(c.gpu_hits <= best.counters.gpu_hits);
                 // The cost model's identities.
                 REQUIRE(c.gpu_hits + c.host_hits + c.ssd_reads == c.accesses);
@@ -138,7 +190,7 @@ TEST_CASE("no policy beats Belady's hit count on random traces", "[placement]") 
             }
         }
     }
-    REQUIRE(cases == 40 * 6 * 6);
+    REQUIRE(cases == 40 * 6 * 8);
 }
 
 TEST_CASE("heat with no moves allowed is the static placement", "[placement]") {
