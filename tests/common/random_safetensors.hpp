@@ -127,12 +127,17 @@ public:
         out.commit();
     }
 
-private:
     struct Tensor {
         std::string name, dtype;
         std::vector<std::uint64_t> shape;
         std::string bytes;
     };
+    // What has been written so far, in order, and a tensor made elsewhere (a re-save under other
+    // names: tests/common/transformers_checkpoint.hpp).
+    const std::vector<Tensor>& tensors() const { return tensors_; }
+    void put(Tensor t) { tensors_.push_back(std::move(t)); }
+
+private:
     std::uint64_t s_;
     std::vector<Tensor> tensors_;
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "random_v4_checkpoint.hpp"
+#include "transformers_checkpoint.hpp"
 
 #include "libaff/core/hash.hpp"
 
@@ -112,6 +113,13 @@ inline void write_sweep_checkpoint(const SweepCase& c, const std::string& dir) {
     RandomSafetensors w(c.seed);
     write_v4_tensors(w, c.g, c.dense_fp8);
     w.save_checkpoint(dir, v4_config(c.g));
+}
+
+// The same checkpoint as transformers saves it (transformers_checkpoint.hpp): the same function.
+inline void write_sweep_checkpoint_transformers(const SweepCase& c, const std::string& dir) {
+    RandomSafetensors w(c.seed);
+    write_v4_tensors(w, c.g, c.dense_fp8);
+    transformers_named(w, c.g.experts).save_checkpoint(dir, v4_config(c.g));
 }
 
 }  // namespace aff::test
