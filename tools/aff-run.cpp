@@ -10,6 +10,7 @@
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/chat_session.hpp"
+#include "libaff/runtime/draft_choice.hpp"
 #include "libaff/runtime/end_tokens.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/logits_file.hpp"
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
     const aff::cli::Ui& ui = aff::cli::add_ui(app);
+    const aff::DraftChoice& draft = aff::cli::add_draft(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
         { const aff::Sampler check(gen.sampling); }
         if (!route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
             aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
+        aff::check_draft_with_route_trace(draft, !route_trace.empty());
         if (!prompt_file.empty()) aff::check_prompt_file(prompt_file);
         if (!logits_out.empty()) aff::check_output_path(logits_out);
         if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
@@ -191,6 +194,11 @@ int main(int argc, char** argv) {
         backend_options.gpus = gpu.gpus;
         backend_options.gpu_mib = gpu.gpu_mib;
         auto backend = aff::open_sequence(*model, model_path, backend_options, fwd);
+        // Chat turns, forced continuations and route traces (which would record the routing of
+        // rejected guesses) run without drafts.
+        const bool may_draft = !chat && gen.forced.empty() && route_trace.empty();
+        aff::OpenedDrafter drafter;
+        if (may_draft) drafter = aff::open_drafter(draft, *model, *backend);
         const double load_seconds = seconds_since(load_start);
 
         if (chat) {
@@ -220,6 +228,7 @@ int main(int argc, char** argv) {
             char loaded[64];
             std::snprintf(loaded, sizeof loaded, "aff-run: loaded in %.1f s", load_seconds);
             view.log(loaded);
+            if (may_draft) view.log("aff-run: " + drafter.description);
         }
 
         std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
@@ -271,9 +280,12 @@ int main(int argc, char** argv) {
             recorder->begin(0, aff::trace::Phase::prefill);
             cb.between_dispatches = [&](const aff::Dispatch&) { recorder->begin(0, aff::trace::Phase::decode); };
         }
+        cb.drafter = drafter.drafter.get();
         board.start_request(request);
         const aff::GenerateStats st = aff::generate(*backend, gen, cb);
         board.finish_request(request);
+        if (cb.drafter && st.drafted_tokens > 0)
+            board.publish_drafts({double(st.accepted_tokens) / double(st.drafted_tokens), aff::mean_accepted(st)});
         if (heat) heat->publish();
         view.output((stream ? stream->finish() : std::string()) + '\n');
         view.stop();
@@ -287,11 +299,15 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "\n");
         }
         const double prefill_rate = st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0;
-        const double decode_rate = st.decode_forward_seconds > 0 ? st.decode_forwards / st.decode_forward_seconds : 0;
+        // With drafts a forward call yields several tokens and the drafts cost time of their
+        // own: the rate is then tokens run over the whole decode time.
+        const double decode_rate = cb.drafter ? (st.decode_seconds > 0 ? (st.decode_forwards + st.accepted_tokens) / st.decode_seconds : 0)
+                                              : (st.decode_forward_seconds > 0 ? st.decode_forwards / st.decode_forward_seconds : 0);
         std::fflush(stdout);
         std::fprintf(stderr, "aff-run: prefill %zu tokens %.1f tok/s, decode %zu tokens %.1f tok/s, first token after %.0f ms%s\n",
                      st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
                      st.ended_by_end_token ? ", ended by EOS" : "");
+        if (cb.drafter) std::fprintf(stderr, "aff-run: %s\n", aff::acceptance_summary(st).c_str());
         return aff::cli::exit_ok;
     }, {{"-cnv", "--chat"}});
 }

@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
     const aff::cli::Ui& ui = aff::cli::add_ui(app);
+    const aff::DraftChoice& draft = aff::cli::add_draft(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
 
     return aff::cli::run(app, argc, argv, [&] {
@@ -96,7 +97,9 @@ int main(int argc, char** argv) {
         if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
         if (!engine.route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
             aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
+        aff::check_draft_with_route_trace(draft, !engine.route_trace.empty());
         engine.threads = threads;
+        engine.draft = draft;
         engine.backend.gpus = gpu.gpus;
         engine.backend.gpu_mib = gpu.gpu_mib;
         {
@@ -158,6 +161,7 @@ int main(int argc, char** argv) {
                     const std::size_t ctx = ctx_size ? std::min(ctx_size, model->context_size()) : model->context_size();
                     const std::string id = model->model_id(), where = model->backend_description();
                     const std::string cache = model->prefix_cache_description();
+                    const std::string drafts = model->draft_description();
                     board.set_title(id + " | " + where);
                     const aff::ui::ExpertPlane plane = aff::ui::resident_expert_plane(model->model().config(), model->on_gpu());
                     board.publish_plane(plane);
@@ -169,8 +173,8 @@ int main(int argc, char** argv) {
                     svc.set_engine(std::move(model));
                     loaded = true;
                     char line[512];
-                    std::snprintf(line, sizeof line, "ready: %s loaded in %.1f s (context %zu tokens; %s; %s)", id.c_str(), s,
-                                  ctx, where.c_str(), cache.c_str());
+                    std::snprintf(line, sizeof line, "ready: %s loaded in %.1f s (context %zu tokens; %s; %s; %s)", id.c_str(),
+                                  s, ctx, where.c_str(), cache.c_str(), drafts.c_str());
                     if (!common.quiet) say(line);
                 }
             } catch (...) {

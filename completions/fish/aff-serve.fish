@@ -27,6 +27,8 @@ complete -c aff-serve -l route-trace -r -F -d 'record every request expert selec
 complete -c aff-serve -l log-prompts -d 'log request bodies'
 complete -c aff-serve -l ui -x -a 'auto dash plain' -d 'live view: the dashboard on a terminal, or stats lines'
 complete -c aff-serve -l ui-interval-ms -x -d 'milliseconds between plain stats lines'
+complete -c aff-serve -l draft -x -a 'auto mtp off' -d 'speculative decoding with drafts of the MTP layer'
+complete -c aff-serve -l draft-max -x -d 'draft tokens one verify call checks at most'
 complete -c aff-serve -l progress -x -a 'auto always never' -d 'show progress'
 complete -c aff-serve -s q -l quiet -d 'no log lines'
 complete -c aff-serve -l version -d 'print version'

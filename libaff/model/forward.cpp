@@ -402,11 +402,13 @@ std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t>
 }
 
 std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> streams,
-                                      std::span<const std::int32_t> next_tokens) const {
+                                      std::span<const std::int32_t> next_tokens, bool all_logits,
+                                      std::vector<float>* streams_out) const {
     const ModelConfig& c = config_;
     if (weights_.mtp.empty()) throw_unsupported("the checkpoint has no MTP layer");
     const MtpWeights& m = weights_.mtp[0];
     const int n = int(next_tokens.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    if (n == 0) throw_usage("mtp_forward: no tokens");
     if (streams.size() != std::size_t(n) * hc * D) throw_internal("mtp_forward: streams do not match the tokens");
     for (std::int32_t t : next_tokens)
         if (t < 0 || t >= V) throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
@@ -422,8 +424,10 @@ std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> st
     layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x,
                   nullptr, nullptr);
     st.mtp_position += n;
-    std::vector<float> logits(std::size_t(n) * V);
-    hyper_head_logits(m.hc_head, m.norm, x.data(), n, logits.data());
+    if (streams_out) *streams_out = x;
+    const int first = all_logits ? 0 : n - 1;
+    std::vector<float> logits(std::size_t(n - first) * V);
+    hyper_head_logits(m.hc_head, m.norm, &x[std::size_t(first) * hc * D], n - first, logits.data());
     return logits;
 }
 

@@ -88,9 +88,12 @@ public:
     // MTP draft (§5.1), first MTP layer: for each i, the trunk streams H_i of position
     // state.mtp_position + i and the token that follows it (next_tokens[i]) give logits
     // for the token after that. The MTP attention runs at the position of H_i.
-    // Returns [n, V] logits; advances state.mtp_position by n.
+    // Returns [n, V] logits, or only the last row's ([V]) when !all_logits; advances
+    // state.mtp_position by n. streams_out, when given, receives the MTP layer's output
+    // streams [n, hc_mult, D] (before its hyper head): the H of a further draft step.
     std::vector<float> mtp_forward(DecodeState& state, std::span<const float> streams,
-                                   std::span<const std::int32_t> next_tokens) const;
+                                   std::span<const std::int32_t> next_tokens, bool all_logits = true,
+                                   std::vector<float>* streams_out = nullptr) const;
 
     // One main layer's attention block (§3.4-3.8) for n tokens at positions start..: a is the
     // normalised attention input [n, D], out receives [n, D]; st is read and advanced as

@@ -134,7 +134,11 @@ void CpuSequence::restore(const SequenceSnapshot& snapshot) {
 
 std::vector<float> CpuSequence::run(std::span<const std::int32_t> tokens, bool all_logits) {
     state_.routes = routes_;  // reset() and restore() replace the state, not the observer
-    return model_.forward(state_, tokens, all_logits);
+    if (!streams_) return model_.forward(state_, tokens, all_logits);
+    const std::int64_t start = state_.position;
+    std::vector<float> logits = model_.forward(state_, tokens, all_logits, &stream_rows_);
+    streams_->on_streams(start, tokens.size(), stream_rows_);
+    return logits;
 }
 
 std::unique_ptr<UndoLogSequence::UndoRecord> CpuSequence::take_undo(std::span<const std::int32_t> tokens) const {

@@ -7,13 +7,23 @@
 // compressor. The CPU forward does not depend on how tokens are split into calls, so a
 // rewound sequence holds exactly the state of a fresh run to that position and gives its
 // logits bit for bit (tests/unit/runtime/sequence_rewind_test.cpp). The MTP layers' state is
-// not touched by forward and not by rewind.
+// not touched by forward and not by rewind: the MTP drafter (mtp_drafter.hpp) keeps its own,
+// fed with the trunk's final streams through a StreamObserver.
 #pragma once
 
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/undo_log.hpp"
 
 namespace aff {
+
+// Sees the trunk's final residual streams (before the hyper head) of every forward call:
+// `streams` is [n, hc_mult, D] for the n tokens run at positions start, start+1, ...
+// Calls that a rewind replays are seen again.
+class StreamObserver {
+public:
+    virtual ~StreamObserver() = default;
+    virtual void on_streams(std::int64_t start, std::size_t n, std::span<const float> streams) = 0;
+};
 
 class CpuSequence final : public UndoLogSequence {
 public:
@@ -25,6 +35,8 @@ public:
     std::int64_t position() const override { return state_.position; }
     void reset() override;
     void set_route_observer(RouteObserver* observer) override { routes_ = observer; }
+    // Not owned; null: none.
+    void set_stream_observer(StreamObserver* observer) { streams_ = observer; }
     bool can_snapshot() const override { return true; }
     std::unique_ptr<SequenceSnapshot> snapshot() const override;
     // Throws usage for a snapshot another kind of sequence took.
@@ -41,6 +53,8 @@ private:
     const Model& model_;
     DecodeState state_;
     RouteObserver* routes_ = nullptr;
+    StreamObserver* streams_ = nullptr;
+    std::vector<float> stream_rows_;
 };
 
 // Host bytes of a CPU decode state: its float vectors and the per-layer records.

@@ -1,12 +1,18 @@
 // What the generation loop (generate.hpp) asks of a draft model for speculative decoding: a
 // guess of the next few tokens, which the loop verifies in one forward call of the target
 // model and keeps as far as the target agrees, rewinding the sequence (sequence.hpp) past the
-// rest. The loop accepts a guessed token only where it samples that very token from the
-// target's logits, so the tokens generated are those of a run without a drafter (bit for bit
-// on the CPU reference, whose logits do not depend on how tokens are split into calls).
-// No drafter is implemented yet (MTP or a small model are the candidates); tests use scripted
-// ones.
+// rest. How a guess is accepted depends on what the drafter says about it:
+//   - a plain guess (no distribution): the loop accepts it only where it samples that very
+//     token from the target's logits, so the tokens generated are those of a run without a
+//     drafter, bit for bit on the CPU reference (whose logits do not depend on how tokens
+//     are split into calls); at temperature 0 this is greedy verification;
+//   - a guess drawn from a draft distribution q (draft_distribution): standard speculative
+//     sampling (Sampler::speculative), accepting with min(1, p/q), which keeps the output
+//     distributed as the target's sampling but not the same draws as a run without drafts.
+// The MTP layer's drafter is mtp_drafter.hpp; tests also use scripted ones.
 #pragma once
+
+#include "libaff/runtime/sampler.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +30,14 @@ public:
     // Up to max_tokens() tokens guessed to follow `context` (the prompt and every token
     // chosen so far; the last one is not run yet). Empty: no guess this step.
     virtual std::vector<std::int32_t> propose(std::span<const std::int32_t> context) = 0;
+    // The distribution guess i of the last proposal was drawn from, dense over the
+    // vocabulary, valid until the next propose(); empty: a plain guess (see above).
+    virtual std::span<const float> draft_distribution(std::size_t i) const {
+        (void)i;
+        return {};
+    }
+    // A generation begins with these sampling parameters (called before its first propose()).
+    virtual void start(const SamplerParams& sampling) { (void)sampling; }
     // How the last proposal fared: its first `accepted` of `proposed` tokens were the model's.
     virtual void verified(std::size_t proposed, std::size_t accepted) {
         (void)proposed;

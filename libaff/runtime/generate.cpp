@@ -37,6 +37,11 @@ private:
     bool take_guess(std::int32_t token);
     // Drops what is left of the guesses, rewinding the sequence to position_.
     void drop_guesses();
+    // The drafter and the statistics hear how the last proposal fared.
+    void note_verified(std::size_t proposed, std::size_t accepted);
+    // The next token from `logits` (the target's, masked when constrained): speculative
+    // sampling against the pending guess's draft distribution when it has one, else plain.
+    std::int32_t choose(std::span<const float> logits);
     void report_logits(std::int32_t token) {
         if (h_.on_logits) h_.on_logits(position_ - 1, token, logits_);
     }
@@ -57,6 +62,7 @@ private:
     std::vector<std::int32_t> context_;
     std::vector<std::int32_t> guesses_;
     std::vector<float> rows_;
+    std::vector<float> draft_q_;  // [guesses, V] when the drafter gave distributions, else empty
     std::size_t next_ = 0;
 };
 
@@ -81,7 +87,7 @@ bool Loop::take_guess(std::int32_t token) {
     ++position_;
     report_logits(token);
     if (next_ == guesses_.size()) {
-        drafter_->verified(guesses_.size(), next_);
+        note_verified(guesses_.size(), next_);
         guesses_.clear();
         next_ = 0;
     }
@@ -91,9 +97,27 @@ bool Loop::take_guess(std::int32_t token) {
 void Loop::drop_guesses() {
     if (guesses_.empty()) return;
     if (seq_.position() > position_) seq_.rewind(position_);
-    drafter_->verified(guesses_.size(), next_);
+    note_verified(guesses_.size(), next_);
     guesses_.clear();
     next_ = 0;
+}
+
+void Loop::note_verified(std::size_t proposed, std::size_t accepted) {
+    ++stats_.verify_calls;
+    if (stats_.drafted_at.size() < proposed) {
+        stats_.drafted_at.resize(proposed, 0);
+        stats_.accepted_at.resize(proposed, 0);
+    }
+    for (std::size_t i = 0; i < proposed; ++i) ++stats_.drafted_at[i];
+    for (std::size_t i = 0; i < accepted; ++i) ++stats_.accepted_at[i];
+    drafter_->verified(proposed, accepted);
+}
+
+std::int32_t Loop::choose(std::span<const float> logits) {
+    if (next_ < guesses_.size() && !draft_q_.empty())
+        return sampler_.speculative(logits, guesses_[next_],
+                                    std::span<const float>(draft_q_).subspan(next_ * vocab_, vocab_));
+    return sampler_.sample(logits);
 }
 
 void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
@@ -113,6 +137,16 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
         rows_ = dispatch(chunk, true, Dispatch::Kind::verify);
         logits_.assign(rows_.begin(), rows_.begin() + std::ptrdiff_t(vocab_));
         stats_.drafted_tokens += guesses.size();
+        // The draft distributions, when the drafter drew its guesses from some.
+        draft_q_.clear();
+        if (!drafter_->draft_distribution(0).empty()) {
+            draft_q_.resize(guesses.size() * vocab_);
+            for (std::size_t j = 0; j < guesses.size(); ++j) {
+                const std::span<const float> q = drafter_->draft_distribution(j);
+                if (q.size() != vocab_) throw_internal("a draft distribution that does not cover the vocabulary");
+                std::copy(q.begin(), q.end(), draft_q_.begin() + std::ptrdiff_t(j * vocab_));
+            }
+        }
         guesses_ = std::move(guesses);
         next_ = 0;
     }
@@ -127,6 +161,9 @@ GenerateStats Loop::run() {
         return stats_;
     }
     const bool want_logits = static_cast<bool>(h_.on_logits);
+    // Before the prompt: a drafter that watches the sequence's forward calls learns that a
+    // generation begins with them.
+    if (h_.drafter && o_.forced.empty()) h_.drafter->start(o_.sampling);
     const std::int64_t start = seq_.position();
     const auto t0 = Clock::now();
     logits_ = dispatch(o_.prompt, want_logits, Dispatch::Kind::prompt);
@@ -167,10 +204,10 @@ GenerateStats Loop::run() {
         } else if (o_.constraint) {
             masked_.assign(logits_.begin(), logits_.end());
             o_.constraint->mask(masked_);
-            token = sampler_.sample(masked_);
+            token = choose(masked_);
             o_.constraint->accept(token);
         } else {
-            token = sampler_.sample(logits_);
+            token = choose(logits_);
         }
         ++stats_.generated_tokens;
         if (drafter_) context_.push_back(token);

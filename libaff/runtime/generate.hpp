@@ -100,6 +100,11 @@ struct GenerateStats {
     std::size_t decode_forwards = 0;
     std::size_t drafted_tokens = 0;     // proposed by the drafter and run in verify calls
     std::size_t accepted_tokens = 0;    // of those, the model's own choice
+    std::size_t verify_calls = 0;       // proposals verified (one forward call each)
+    // Per draft position i (0 = the first guess after the verified token): in how many
+    // verified proposals it was drafted, and in how many it and every guess before it were
+    // accepted. accepted_at[i] / drafted_at[i] is position i's acceptance.
+    std::vector<std::size_t> drafted_at, accepted_at;
     std::string text;                   // everything released, when options.text is given
 };
 

@@ -44,15 +44,14 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
         throw_usage("min_p must be in [0, 1], got " + std::to_string(params.min_p));
 }
 
-std::int32_t Sampler::sample(std::span<const float> logits) {
-    if (logits.empty()) throw_internal("sampler: empty logits");
-    const auto n = static_cast<std::int32_t>(logits.size());
-    if (params_.temperature == 0.0f) {
-        std::int32_t best = 0;
-        for (std::int32_t i = 1; i < n; ++i)
-            if (better(logits, i, best)) best = i;
-        return best;
-    }
+static std::int32_t argmax(std::span<const float> logits) {
+    std::int32_t best = 0;
+    for (std::int32_t i = 1; i < static_cast<std::int32_t>(logits.size()); ++i)
+        if (better(logits, i, best)) best = i;
+    return best;
+}
+
+std::size_t Sampler::candidates(std::span<const float> logits, double& total) {
     // Candidates sorted by logit; only as many as the filters can keep.
     order_.resize(logits.size());
     std::iota(order_.begin(), order_.end(), 0);
@@ -84,27 +83,80 @@ std::int32_t Sampler::sample(std::span<const float> logits) {
     }
     // top-p: smallest prefix whose mass reaches top_p (mass of the kept set so far).
     if (params_.top_p < 1.0f) {
-        double mass = 0.0, total = 0.0;
-        for (std::size_t i = 0; i < keep; ++i) total += probs_[i];
+        double mass = 0.0, kept = 0.0;
+        for (std::size_t i = 0; i < keep; ++i) kept += probs_[i];
         std::size_t k = 0;
         while (k < keep) {
             mass += probs_[k];
             ++k;
-            if (mass >= params_.top_p * total) break;
+            if (mass >= params_.top_p * kept) break;
         }
         keep = k;
     }
-    double total = 0.0;
+    total = 0.0;
     for (std::size_t i = 0; i < keep; ++i) total += probs_[i];
-    // 53 random bits give a uniform double in [0, 1); the draw is independent of the
-    // standard library's distribution implementations, so results match across builds.
-    const double u = double(rng_() >> 11) * (1.0 / 9007199254740992.0) * total;
+    return keep;
+}
+
+// The draw is independent of the standard library's distribution implementations, so
+// results match across builds.
+double Sampler::uniform() { return double(rng_() >> 11) * (1.0 / 9007199254740992.0); }
+
+std::int32_t Sampler::sample(std::span<const float> logits) {
+    if (logits.empty()) throw_internal("sampler: empty logits");
+    if (params_.temperature == 0.0f) return argmax(logits);
+    double total = 0.0;
+    const std::size_t keep = candidates(logits, total);
+    const double u = uniform() * total;
     double acc = 0.0;
     for (std::size_t i = 0; i < keep; ++i) {
         acc += probs_[i];
         if (u < acc) return order_[i];
     }
     return order_[keep - 1];
+}
+
+void Sampler::distribution(std::span<const float> logits, std::vector<float>& out) {
+    if (logits.empty()) throw_internal("sampler: empty logits");
+    out.assign(logits.size(), 0.0f);
+    if (params_.temperature == 0.0f) {
+        out[std::size_t(argmax(logits))] = 1.0f;
+        return;
+    }
+    double total = 0.0;
+    const std::size_t keep = candidates(logits, total);
+    for (std::size_t i = 0; i < keep; ++i) out[std::size_t(order_[i])] = float(probs_[i] / total);
+}
+
+std::int32_t Sampler::speculative(std::span<const float> logits, std::int32_t guess, std::span<const float> q) {
+    if (q.size() != logits.size() || guess < 0 || std::size_t(guess) >= q.size() || !(q[std::size_t(guess)] > 0.0f))
+        throw_internal("sampler: a draft token outside its own distribution");
+    distribution(logits, p_);
+    const double pg = p_[std::size_t(guess)], qg = q[std::size_t(guess)];
+    // Accept with probability min(1, p/q): u < p/q, written without the division.
+    if (uniform() * qg < pg) return guess;
+    // The residual max(0, p - q), zero at guess (rejection needs p(guess) < q(guess)); where
+    // p and q agree to rounding, what is left of p: p itself less the guess.
+    std::vector<float>& r = p_;
+    double total = 0.0;
+    for (std::size_t i = 0; i < r.size(); ++i) total += std::max(0.0, double(r[i]) - q[i]);
+    if (total > 0.0) {
+        for (std::size_t i = 0; i < r.size(); ++i) r[i] = float(std::max(0.0, double(r[i]) - q[i]));
+    } else {
+        r[std::size_t(guess)] = 0.0f;
+        for (float v : r) total += v;
+        if (!(total > 0.0)) return guess;
+    }
+    const double u = uniform() * total;
+    double acc = 0.0;
+    std::size_t last = 0;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+        if (r[i] <= 0.0f) continue;
+        acc += r[i];
+        last = i;
+        if (u < acc) return std::int32_t(i);
+    }
+    return std::int32_t(last);
 }
 
 float token_logprob(std::span<const float> logits, std::int32_t token) {

@@ -1,5 +1,9 @@
 // Picks the next token from a row of logits: temperature, top-k, top-p (nucleus) and
-// min-p, seeded so a generation is reproducible. Also the log-probabilities a server
+// min-p, seeded so a generation is reproducible. For speculative decoding it also gives the
+// distribution it samples from (a draft model's q, the target's p) and the standard
+// speculative choice between a draft token and the target (accept with min(1, p/q), else
+// draw from the normalised max(0, p - q)), which leaves the output distributed as plain
+// sampling from the target's p. Also the log-probabilities a server
 // reports (OpenAI `logprobs`), which are taken from the model's own distribution
 // (softmax of the raw logits), not from the truncated one that was sampled.
 // The generation loop that calls this is generate.hpp's, which aff-run and aff-serve share.
@@ -35,9 +39,25 @@ public:
     // on the logits, the parameters and the number of earlier calls.
     std::int32_t sample(std::span<const float> logits);
 
+    // The distribution sample() draws from, dense over the vocabulary (zero outside the
+    // filters' cut; one-hot on the argmax at temperature 0) into `out`. Draws nothing.
+    void distribution(std::span<const float> logits, std::vector<float>& out);
+
+    // Speculative sampling of one position: `guess` was drawn from the draft distribution q
+    // (dense, q[guess] > 0), `logits` are the target's. Returns guess with probability
+    // min(1, p(guess)/q(guess)), else a token drawn from max(0, p - q) normalised (never
+    // guess), where p is distribution(logits); the result is distributed as p.
+    std::int32_t speculative(std::span<const float> logits, std::int32_t guess, std::span<const float> q);
+
     const SamplerParams& params() const { return params_; }
 
 private:
+    // Sorts and filters the candidates of `logits` into order_/probs_ (not at temperature 0):
+    // returns how many are kept; `total` receives their mass.
+    std::size_t candidates(std::span<const float> logits, double& total);
+    // A uniform double in [0, 1) from 53 random bits.
+    double uniform();
+    std::vector<float> p_;  // scratch of speculative()
     SamplerParams params_;
     std::mt19937_64 rng_;
     std::vector<std::int32_t> order_;  // scratch, reused across calls

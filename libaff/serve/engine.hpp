@@ -10,6 +10,7 @@
 // serialises calls (scheduler.hpp), so implementations need no locking of their own.
 #pragma once
 
+#include "libaff/runtime/drafter.hpp"
 #include "libaff/runtime/sequence.hpp"
 #include "libaff/runtime/text_stream.hpp"
 #include "libaff/serve/prefix_cache.hpp"
@@ -108,6 +109,9 @@ public:
     // The generation on this sequence is over (finished, cut off or cancelled): an engine
     // with a prefix cache snapshots the state here, for a next turn that resends it all.
     virtual void end_sequence() {}
+
+    // The drafter generations on sequence() use for speculative decoding; null: none.
+    virtual Drafter* drafter() { return nullptr; }
 
     // Prompt tokens the last prompt took from the prefix cache instead of computing them.
     virtual std::size_t cached_tokens() const { return 0; }

@@ -24,13 +24,21 @@ GenerationResult generate(Engine& engine, const std::vector<std::int32_t>& promp
     options.stop = params.stop;
     options.logprobs = params.logprobs;
     options.constraint = params.constraint;
-    const GenerateStats stats = aff::generate(sequence, options, hooks);
+    GenerateHooks with_drafter = hooks;
+    if (!with_drafter.drafter) with_drafter.drafter = engine.drafter();
+    const GenerateStats stats = aff::generate(sequence, options, with_drafter);
     result.finish = stats.finish;
     result.cached_tokens = engine.cached_tokens();
     result.completion_tokens = stats.generated_tokens;
     result.prompt_ms = stats.prefill_seconds * 1e3;
     result.decode_ms = stats.decode_seconds * 1e3;
     result.text = stats.text;
+    result.drafting = with_drafter.drafter != nullptr;
+    result.verify_calls = stats.verify_calls;
+    result.drafted_tokens = stats.drafted_tokens;
+    result.accepted_tokens = stats.accepted_tokens;
+    result.drafted_at = stats.drafted_at;
+    result.accepted_at = stats.accepted_at;
     // After the timing: the snapshot this may take is the cache's cost, not decoding's.
     engine.end_sequence();
     return result;

@@ -34,6 +34,10 @@ struct GenerationResult {
     double prompt_ms = 0;  // prefill (of the prompt tokens not cached)
     double decode_ms = 0;  // first sampled token to the end
     std::string text;      // everything released
+    // Speculative decoding (all zero when the engine has no drafter): GenerateStats' figures.
+    bool drafting = false;
+    std::size_t verify_calls = 0, drafted_tokens = 0, accepted_tokens = 0;
+    std::vector<std::size_t> drafted_at, accepted_at;
 };
 
 // Throws aff::Error only for engine failures; `prompt` must fit the context with

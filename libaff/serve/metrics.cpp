@@ -92,6 +92,19 @@ void Metrics::add_generation(std::size_t prompt_tokens, std::size_t cached_token
     decode_seconds_ += decode_seconds;
 }
 
+void Metrics::add_drafts(std::size_t verify_calls, const std::vector<std::size_t>& drafted_at,
+                         const std::vector<std::size_t>& accepted_at) {
+    std::lock_guard lock(mutex_);
+    drafting_ = true;
+    verify_calls_ += verify_calls;
+    if (drafted_at_.size() < drafted_at.size()) {
+        drafted_at_.resize(drafted_at.size(), 0);
+        accepted_at_.resize(drafted_at.size(), 0);
+    }
+    for (std::size_t i = 0; i < drafted_at.size(); ++i) drafted_at_[i] += drafted_at[i];
+    for (std::size_t i = 0; i < accepted_at.size() && i < accepted_at_.size(); ++i) accepted_at_[i] += accepted_at[i];
+}
+
 std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
                             const std::optional<PrefixCacheStats>& cache) const {
     std::string out;
@@ -139,6 +152,27 @@ std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
                to_string(cache->hits));
         metric(out, "aff_prefix_cache_evictions_total", "counter", "Snapshots dropped to stay within the budget.",
                to_string(cache->evictions));
+    }
+    if (!drafting_) return out;
+    std::uint64_t drafted = 0, accepted = 0;
+    std::vector<Sample> drafted_by, accepted_by;
+    for (std::size_t i = 0; i < drafted_at_.size(); ++i) {
+        drafted += drafted_at_[i];
+        accepted += accepted_at_[i];
+        const std::string label = "{position=\"" + to_string(i) + "\"}";
+        drafted_by.push_back({label, to_string(drafted_at_[i])});
+        accepted_by.push_back({label, to_string(accepted_at_[i])});
+    }
+    metric(out, "aff_draft_verify_calls_total", "counter", "Forward calls that verified draft tokens.",
+           to_string(verify_calls_));
+    metric(out, "aff_draft_tokens_total", "counter", "Draft tokens proposed and verified.", to_string(drafted));
+    metric(out, "aff_draft_accepted_tokens_total", "counter", "Draft tokens the model accepted.", to_string(accepted));
+    if (!drafted_by.empty()) {
+        metric(out, "aff_draft_position_tokens_total", "counter",
+               "Verify calls that drafted a token at this position (0: the first after the verified token).",
+               drafted_by);
+        metric(out, "aff_draft_position_accepted_total", "counter",
+               "Verify calls that accepted the draft at this position and every one before it.", accepted_by);
     }
     return out;
 }

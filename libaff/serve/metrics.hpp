@@ -1,5 +1,7 @@
 // Counters the server exposes at /metrics in the Prometheus text format (version
 // 0.0.4): requests by endpoint and status, tokens and seconds of prefill and decode,
+// speculative decoding's drafted and accepted tokens (in total and by draft position, once a
+// generation drafted),
 // queue length, errors, the prefix cache, and two latency histograms: time to first
 // token (from a request's arrival, queueing included) and the time between output
 // tokens. Updated from the connection threads under one mutex (relaxed atomics for
@@ -35,6 +37,10 @@ public:
     // prompt_tokens includes cached_tokens (those the prefix cache supplied).
     void add_generation(std::size_t prompt_tokens, std::size_t cached_tokens, double prompt_seconds,
                         std::size_t generated_tokens, double decode_seconds);
+    // A generation's speculative decoding: its verify calls, and per draft position how many
+    // verify calls drafted it and how many accepted it (GenerateStats::drafted_at/accepted_at).
+    void add_drafts(std::size_t verify_calls, const std::vector<std::size_t>& drafted_at,
+                    const std::vector<std::size_t>& accepted_at);
     void count_cancelled() { cancelled_.fetch_add(1, std::memory_order_relaxed); }
     void count_rejected_full() { rejected_full_.fetch_add(1, std::memory_order_relaxed); }
     void observe_first_token(double seconds);
@@ -50,6 +56,9 @@ private:
     std::map<std::pair<std::string, int>, std::uint64_t> requests_;
     std::uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
     double prompt_seconds_ = 0, decode_seconds_ = 0;
+    bool drafting_ = false;  // a generation drafted: the draft lines are rendered
+    std::uint64_t verify_calls_ = 0;
+    std::vector<std::uint64_t> drafted_at_, accepted_at_;
     LatencyHistogram first_token_;
     LatencyHistogram token_interval_;
     std::atomic<std::uint64_t> cancelled_{0}, rejected_full_{0};

@@ -42,10 +42,17 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     auto pool = std::make_unique<ThreadPool>(options.threads);
     auto model = Model::load(options.model_path, *pool, options.forward);
     auto backend = open_sequence(*model, options.model_path, options.backend, options.forward);
+    // A route trace would record the routing of rejected guesses: it records runs without drafts.
+    check_draft_with_route_trace(options.draft, !options.route_trace.empty());
+    DraftChoice draft = options.draft;
+    if (!options.route_trace.empty()) draft.mode = DraftMode::off;
+    OpenedDrafter drafter = open_drafter(draft, *model, *backend);
     auto engine = std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
                                                 id_from_path(options.model_path));
     engine->set_prefix_cache(options.prefix_cache_bytes);
     engine->model_path_ = options.model_path;
+    engine->drafter_ = std::move(drafter.drafter);
+    engine->draft_description_ = drafter.description;
     if (!options.route_trace.empty())
         engine->set_route_recorder(std::make_unique<trace::RouteRecorder>(
             options.route_trace, trace::trace_header_for(engine->model().config(), options.model_path)));

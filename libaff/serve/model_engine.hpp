@@ -10,6 +10,7 @@
 
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/runtime/draft_choice.hpp"
 #include "libaff/runtime/open_sequence.hpp"
 #include "libaff/serve/cached_sequence.hpp"
 #include "libaff/serve/engine.hpp"
@@ -36,6 +37,8 @@ struct ModelEngineOptions {
     // --route-trace: record the routing of every request (CPU path) into this file, each
     // request a sequence; the file is rewritten whole after every request (RouteTraceWriter).
     std::string route_trace;
+    // --draft, --draft-max: speculative decoding with the model's MTP layer (CPU path).
+    DraftChoice draft;
 };
 
 class ModelEngine final : public Engine {
@@ -87,6 +90,9 @@ public:
     // Where the forward runs (Sequence::describe), for the server's start-up line.
     std::string backend_description() const { return sequence_->describe(); }
     bool on_gpu() const { return sequence_->on_gpu(); }
+    // The drafter generations use (null: none) and, for the start-up line, what it is.
+    Drafter* drafter() override { return drafter_.get(); }
+    const std::string& draft_description() const { return draft_description_; }
     const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
 
 private:
@@ -102,6 +108,8 @@ private:
     std::string model_path_;  // as loaded (load()); empty when constructed directly
     std::vector<bool> end_tokens_;   // by id: the config's EOS ids and the tokenizer's end of sentence
     std::unique_ptr<PrefixCachedSequence> sequence_;  // runs model_; destroyed before it
+    std::unique_ptr<Drafter> drafter_;                // watches sequence_'s backend; destroyed before it
+    std::string draft_description_ = "drafts off";
 };
 
 }  // namespace aff::serve

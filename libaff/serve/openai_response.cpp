@@ -98,13 +98,25 @@ json usage_json(const GenerationResult& r) {
 json timings_json(const GenerationResult& r) {
     auto rate = [](std::size_t n, double ms) { return ms > 0 ? double(n) * 1000.0 / ms : 0.0; };
     const std::size_t computed = r.prompt_tokens - r.cached_tokens;
-    return {{"cache_n", r.cached_tokens},
-            {"prompt_n", computed},
-            {"prompt_ms", r.prompt_ms},
-            {"prompt_per_second", rate(computed, r.prompt_ms)},
-            {"predicted_n", r.completion_tokens},
-            {"predicted_ms", r.decode_ms},
-            {"predicted_per_second", rate(r.completion_tokens, r.decode_ms)}};
+    json t = {{"cache_n", r.cached_tokens},
+              {"prompt_n", computed},
+              {"prompt_ms", r.prompt_ms},
+              {"prompt_per_second", rate(computed, r.prompt_ms)},
+              {"predicted_n", r.completion_tokens},
+              {"predicted_ms", r.decode_ms},
+              {"predicted_per_second", rate(r.completion_tokens, r.decode_ms)}};
+    if (r.drafting) {
+        // llama.cpp's names for the totals; the rest is ours.
+        t["draft_n"] = r.drafted_tokens;
+        t["draft_n_accepted"] = r.accepted_tokens;
+        t["draft_verify_n"] = r.verify_calls;
+        t["draft_mean_accepted"] = r.verify_calls ? double(r.accepted_tokens) / double(r.verify_calls) : 0.0;
+        json by_position = json::array();
+        for (std::size_t i = 0; i < r.drafted_at.size(); ++i)
+            by_position.push_back(r.drafted_at[i] ? double(r.accepted_at[i]) / double(r.drafted_at[i]) : 0.0);
+        t["draft_acceptance_by_position"] = by_position;
+    }
+    return t;
 }
 
 json chat_logprob_entry(const Engine& engine, const StepLogprob& lp) {

@@ -342,6 +342,7 @@ bool Service::settle_generation(const GenerationResult& result, Scheduler::Turn&
                                 HttpResponse& response, Outcome& out) {
     metrics_.add_generation(result.prompt_tokens, result.cached_tokens, result.prompt_ms / 1000.0,
                             result.completion_tokens, result.decode_ms / 1000.0);
+    if (result.drafting) metrics_.add_drafts(result.verify_calls, result.drafted_at, result.accepted_at);
     out.cached_tokens = result.cached_tokens;
     turn.release();
     out.completion_tokens = result.completion_tokens;

@@ -28,6 +28,7 @@ std::deque<Common> g_common;  // stable addresses for the options' storage
 std::deque<std::size_t> g_threads;
 std::deque<Gpu> g_gpu;
 std::deque<Ui> g_ui;
+std::deque<DraftChoice> g_draft;
 std::atomic<void (*)()> g_terminal_restore{nullptr};
 
 void restore_terminal() {
@@ -146,6 +147,19 @@ CLI::Validator whole_number_at_least(long long min) {
         "INT>=" + std::to_string(min), "whole number");
 }
 
+CLI::Validator whole_number_between(long long min, long long max) {
+    return CLI::Validator(
+        [min, max](std::string& text) -> std::string {
+            long long v = 0;
+            const auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || at != text.data() + text.size() || v < min || v > max)
+                return "expected a whole number from " + std::to_string(min) + " to " + std::to_string(max) + ", got \"" +
+                       text + "\"";
+            return {};
+        },
+        "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]", "whole number range");
+}
+
 CLI::Validator number_at_least(double min) {
     return CLI::Validator(
         [min](std::string& text) -> std::string {
@@ -167,6 +181,19 @@ CLI::Validator number_between(double min, double max) {
             return {};
         },
         "NUMBER in [" + format_bound(min) + ", " + format_bound(max) + "]", "number range");
+}
+
+DraftChoice& add_draft(CLI::App& app) {
+    DraftChoice& d = g_draft.emplace_back();
+    app.add_option_function<std::string>(
+           "--draft", [&d](const std::string& mode) { d.mode = parse_draft_mode(mode); },
+           "speculative decoding: auto (the model's MTP layer when it has one, on the CPU path), mtp, off")
+        ->check(CLI::IsMember({"auto", "mtp", "off"}))
+        ->default_str("auto");
+    app.add_option("--draft-max", d.max_tokens, "draft tokens one verify call checks at most")
+        ->check(whole_number_between(1, static_cast<long long>(max_draft_tokens)))
+        ->default_str(std::to_string(d.max_tokens));
+    return d;
 }
 
 Ui& add_ui(CLI::App& app) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "libaff/core/progress.hpp"
+#include "libaff/runtime/draft_choice.hpp"
 #include "libaff/ui/progress_reporter.hpp"
 #include "libaff/ui/single_dash.hpp"
 
@@ -54,9 +55,14 @@ struct Ui {
 // Adds --ui MODE and --ui-interval-ms MS; returns the struct they fill.
 Ui& add_ui(CLI::App& app);
 
+// Adds --draft MODE and --draft-max N (libaff/runtime/draft_choice.hpp); returns the choice
+// they fill.
+DraftChoice& add_draft(CLI::App& app);
+
 // Checks of numeric option values whose messages name the bound plainly (CLI11's own
 // open ranges print DBL_MAX): "expected a whole number >= 1, got \"gl\"".
 CLI::Validator whole_number_at_least(long long min);
+CLI::Validator whole_number_between(long long min, long long max);
 CLI::Validator number_at_least(double min);
 CLI::Validator number_between(double min, double max);
 

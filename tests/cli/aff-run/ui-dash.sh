@@ -16,7 +16,7 @@ head -1 shot-80x24.txt | grep -q '^ aff-run | tiny-trained | cpu: the reference 
 head -1 shot-80x24.txt | grep -q 'q quit$'
 for panel in '─ Throughput ─' '─ Drafts ─ not built yet ─' '─ Tiers ─ not built yet ─' \
   '─ Expert plane ─ 4 layers x 16 experts' 'heat: tokens routed, half-life 10 s' '─ Output ─' '─ Log ─' \
-  'aff-run: cpu: the reference forward'; do
+  'aff-run: drafts: mtp, up to 3 a step, while faster than without'; do
   grep -qF -- "$panel" shot-80x24.txt || { echo "missing: $panel"; cat shot-80x24.txt; exit 1; }
 done
 ! grep -q 'GPUs' shot-80x24.txt  # no GPU library here: no panel

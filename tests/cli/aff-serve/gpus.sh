@@ -6,7 +6,7 @@
 byte_tokenizer tok.json
 start_server -m "$DATA/models/tiny-a" --tokenizer tok.json --threads 1 --gpus 0 --gpu-mib 100
 wait_ready
-grep -q '^aff-serve: ready: tiny-a loaded in [0-9.]* s (context [0-9]* tokens; cpu: the reference forward; prefix cache 4.00 GiB)$' server.log
+grep -q '^aff-serve: ready: tiny-a loaded in [0-9.]* s (context [0-9]* tokens; cpu: the reference forward; prefix cache 4.00 GiB; drafts off (the model has no MTP layer))$' server.log
 curl -s "$BASE/v1/completions" -o comp.json -d '{"max_tokens": 2, "temperature": 0, "prompt": "abc"}'
 [ "$(json_get comp.json 'j.usage.prompt_tokens')" = 4 ]
 set +e

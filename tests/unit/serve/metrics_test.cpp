@@ -159,3 +159,36 @@ TEST_CASE("metrics of a fresh server are zeros with no request lines", "[serve]"
     CHECK(text.find("\naff_time_to_first_token_seconds_bucket{le=\"+Inf\"} 0\n") != std::string::npos);
     CHECK(text.find("\naff_time_per_output_token_seconds_count 0\n") != std::string::npos);
 }
+
+TEST_CASE("metrics carry speculative decoding's counters once a generation drafted", "[serve]") {
+    Metrics m;
+    CHECK(m.render(0, false, true).find("aff_draft") == std::string::npos);
+    m.add_drafts(4, {4, 3}, {3, 1});
+    m.add_drafts(2, {2, 2, 1}, {2, 0, 0});
+    const std::string text = m.render(0, false, true);
+    const char* const expected =
+        "# HELP aff_draft_verify_calls_total Forward calls that verified draft tokens.\n"
+        "# TYPE aff_draft_verify_calls_total counter\n"
+        "aff_draft_verify_calls_total 6\n"
+        "# HELP aff_draft_tokens_total Draft tokens proposed and verified.\n"
+        "# TYPE aff_draft_tokens_total counter\n"
+        "aff_draft_tokens_total 12\n"
+        "# HELP aff_draft_accepted_tokens_total Draft tokens the model accepted.\n"
+        "# TYPE aff_draft_accepted_tokens_total counter\n"
+        "aff_draft_accepted_tokens_total 6\n"
+        "# HELP aff_draft_position_tokens_total Verify calls that drafted a token at this position (0: the first after "
+        "the verified token).\n"
+        "# TYPE aff_draft_position_tokens_total counter\n"
+        "aff_draft_position_tokens_total{position=\"0\"} 6\n"
+        "aff_draft_position_tokens_total{position=\"1\"} 5\n"
+        "aff_draft_position_tokens_total{position=\"2\"} 1\n"
+        "# HELP aff_draft_position_accepted_total Verify calls that accepted the draft at this position and every one "
+        "before it.\n"
+        "# TYPE aff_draft_position_accepted_total counter\n"
+        "aff_draft_position_accepted_total{position=\"0\"} 5\n"
+        "aff_draft_position_accepted_total{position=\"1\"} 1\n"
+        "aff_draft_position_accepted_total{position=\"2\"} 0\n";
+    const std::size_t at = text.find("# HELP aff_draft_verify_calls_total");
+    REQUIRE(at != std::string::npos);
+    CHECK(text.substr(at) == expected);  // the last lines, after everything else
+}

@@ -83,4 +83,21 @@ TEST_CASE("usage and timings add up", "[serve]") {
     CHECK(t["prompt_n"] == 4);
     CHECK(t["prompt_per_second"] == Approx(20.0));
     CHECK(t["predicted_per_second"] == Approx(10.0));
+    CHECK(!t.contains("draft_n"));  // no drafter: no draft fields
+
+    r.drafting = true;
+    r.verify_calls = 4;
+    r.drafted_tokens = 10;
+    r.accepted_tokens = 6;
+    r.drafted_at = {4, 4, 2};
+    r.accepted_at = {3, 2, 1};
+    const json d = timings_json(r);
+    CHECK(d["draft_n"] == 10);
+    CHECK(d["draft_n_accepted"] == 6);
+    CHECK(d["draft_verify_n"] == 4);
+    CHECK(d["draft_mean_accepted"] == Approx(1.5));
+    REQUIRE(d["draft_acceptance_by_position"].size() == 3);
+    CHECK(d["draft_acceptance_by_position"][0] == Approx(0.75));
+    CHECK(d["draft_acceptance_by_position"][1] == Approx(0.5));
+    CHECK(d["draft_acceptance_by_position"][2] == Approx(0.5));
 }

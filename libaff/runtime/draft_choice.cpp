@@ -1,0 +1,82 @@
+// The --draft choice (draft_choice.hpp).
+#include "libaff/runtime/draft_choice.hpp"
+
+#include "libaff/core/error.hpp"
+#include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/draft_gate.hpp"
+#include "libaff/runtime/mtp_drafter.hpp"
+
+#include <cstdio>
+
+namespace aff {
+
+DraftMode parse_draft_mode(std::string_view text) {
+    if (text == "auto") return DraftMode::automatic;
+    if (text == "mtp") return DraftMode::mtp;
+    if (text == "off") return DraftMode::off;
+    throw_usage("--draft: expected auto, mtp or off, got \"" + std::string(text) + "\"");
+}
+
+void check_draft_tokens(std::size_t tokens) {
+    if (tokens < 1 || tokens > max_draft_tokens)
+        throw_usage("--draft-max: expected 1 to " + std::to_string(max_draft_tokens) + " draft tokens, got " +
+                    std::to_string(tokens));
+}
+
+void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes) {
+    if (recording_routes && choice.mode == DraftMode::mtp)
+        throw_usage("--draft mtp and --route-trace: route traces are recorded without drafts; add --draft off");
+}
+
+OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend) {
+    check_draft_tokens(choice.max_tokens);
+    OpenedDrafter out;
+    if (choice.mode == DraftMode::off) {
+        out.description = "drafts off";
+        return out;
+    }
+    const bool insist = choice.mode == DraftMode::mtp;
+    if (!model.has_mtp()) {
+        if (insist)
+            throw_usage("--draft mtp: the model has no MTP layer (transformers drops it from the checkpoints it saves; "
+                        "aff-quantize puts it in the draft container, which aff-run does not load yet)");
+        out.description = "drafts off (the model has no MTP layer)";
+        return out;
+    }
+    auto* cpu = dynamic_cast<CpuSequence*>(&backend);
+    if (!cpu) {
+        if (insist) throw_unsupported("--draft mtp: MTP drafts run on the CPU path only so far (--gpus 0)");
+        out.description = "drafts off (MTP drafts run on the CPU path only so far)";
+        return out;
+    }
+    auto mtp = std::make_unique<MtpDrafter>(model, *cpu, choice.max_tokens);
+    out.description = "drafts: mtp, up to " + std::to_string(choice.max_tokens) + " a step";
+    if (insist) {
+        out.drafter = std::move(mtp);
+    } else {
+        out.drafter = std::make_unique<DraftGate>(std::move(mtp));
+        out.description += ", while faster than without";
+    }
+    return out;
+}
+
+double mean_accepted(const GenerateStats& stats) {
+    return stats.verify_calls ? double(stats.accepted_tokens) / double(stats.verify_calls) : 0.0;
+}
+
+std::string acceptance_summary(const GenerateStats& stats) {
+    if (stats.verify_calls == 0) return "drafts: no verify calls";
+    char head[160];
+    const double mean = mean_accepted(stats);
+    std::snprintf(head, sizeof head, "drafts: %zu verify calls, %.2f of %zu accepted on average (%.2f tokens a verify call); acceptance by position",
+                  stats.verify_calls, mean, stats.drafted_at.size(), mean + 1.0);
+    std::string out = head;
+    for (std::size_t i = 0; i < stats.drafted_at.size(); ++i) {
+        char v[16];
+        std::snprintf(v, sizeof v, " %.2f", stats.drafted_at[i] ? double(stats.accepted_at[i]) / double(stats.drafted_at[i]) : 0.0);
+        out += v;
+    }
+    return out;
+}
+
+}  // namespace aff

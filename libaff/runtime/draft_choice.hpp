@@ -1,0 +1,58 @@
+// Which drafter a generation uses (aff-run's and aff-serve's --draft, --draft-max), in one
+// place so both tools parse, refuse and describe it alike: "auto" drafts with the MTP layer
+// when the model has one and runs on a backend that can draft with it (the CPU reference so
+// far), and then only while drafting is measured faster than decoding without (draft_gate.hpp);
+// "mtp" insists on drafting; "off" never drafts.
+#pragma once
+
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/drafter.hpp"
+#include "libaff/runtime/generate.hpp"
+#include "libaff/runtime/sequence.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace aff {
+
+enum class DraftMode { automatic, mtp, off };
+
+struct DraftChoice {
+    DraftMode mode = DraftMode::automatic;
+    std::size_t max_tokens = 3;  // draft tokens a verify call checks at most
+};
+
+// The largest --draft-max: a verify call of more tokens than this is never worth it.
+constexpr std::size_t max_draft_tokens = 16;
+
+// "auto", "mtp" or "off"; throws usage naming the value otherwise.
+DraftMode parse_draft_mode(std::string_view text);
+
+// Throws usage for a draft length outside 1 .. max_draft_tokens.
+void check_draft_tokens(std::size_t tokens);
+
+// A route trace would record the routing of rejected guesses, so traced runs go without
+// drafts: throws usage for "mtp" while recording one.
+void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes);
+
+struct OpenedDrafter {
+    std::unique_ptr<Drafter> drafter;  // null: no drafting
+    std::string description;           // "mtp, up to 3 draft tokens" or why there is none
+};
+
+// The drafter for generations on `backend` (the sequence open_sequence built, before any
+// wrapper). Throws usage for "mtp" on a model without an MTP layer and unsupported for
+// "mtp" on a backend that cannot draft yet (the GPU). `model` and `backend` must outlive it.
+OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend);
+
+// One line of what the drafts did in a generation: "drafts: 12 verify calls, 1.83 of 3
+// accepted on average (2.83 tokens a verify call); acceptance by position 0.92 0.75 0.58"
+// (position i: the share of verify calls that drafted it whose first i+1 guesses all held).
+std::string acceptance_summary(const GenerateStats& stats);
+
+// Mean draft tokens accepted per verify call (0 without one).
+double mean_accepted(const GenerateStats& stats);
+
+}  // namespace aff

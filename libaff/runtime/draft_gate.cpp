@@ -1,0 +1,94 @@
+// DraftGate (draft_gate.hpp): windows of cycles with and without drafts, timed.
+#include "libaff/runtime/draft_gate.hpp"
+
+#include "libaff/core/error.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace aff {
+
+DraftGate::DraftGate(std::unique_ptr<Drafter> inner, Clock clock) : inner_(std::move(inner)), clock_(std::move(clock)) {
+    if (!inner_) throw_internal("DraftGate: no drafter to gate");
+    if (!clock_)
+        clock_ = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+}
+
+void DraftGate::start(const SamplerParams& sampling) {
+    inner_->start(sampling);
+    // What was measured carries over to the next generation (a server's requests): only the
+    // time between generations is no cycle. The window goes on where it was.
+    have_cycle_ = false;
+}
+
+std::vector<std::int32_t> DraftGate::propose(std::span<const std::int32_t> context) {
+    const double now = clock_();
+    if (have_cycle_) close_cycle(now);
+    have_cycle_ = true;
+    cycle_start_ = now;
+    cycle_tokens_ = 1;
+    if (!drafting_) return {};
+    return inner_->propose(context);
+}
+
+void DraftGate::verified(std::size_t proposed, std::size_t accepted) {
+    inner_->verified(proposed, accepted);
+    cycle_tokens_ += accepted;
+}
+
+void DraftGate::close_cycle(double now) {
+    const double seconds = now - cycle_start_;
+    window_seconds_ += seconds;
+    window_tokens_ += cycle_tokens_;
+    recent_seconds_ += seconds;
+    recent_tokens_ += cycle_tokens_;
+    --window_left_;
+    auto rate = [](std::size_t tokens, double s) {
+        return s > 0 ? double(tokens) / s : std::numeric_limits<double>::max();
+    };
+    double measured = rate(window_tokens_, window_seconds_);
+    // A run ends early once its last probe_cycles cycles fall behind the other way's latest
+    // rate (the costs changed: another prompt, another request).
+    if (!probing_ && (run_length_ - window_left_) % probe_cycles == 0) {
+        const double recent = rate(recent_tokens_, recent_seconds_);
+        recent_seconds_ = 0;
+        recent_tokens_ = 0;
+        if (window_left_ > 0 && recent < rate_[drafting_ ? 0 : 1]) {
+            window_left_ = 0;
+            measured = recent;
+        }
+    }
+    if (window_left_ > 0) return;
+    rate_[drafting_ ? 1 : 0] = measured;
+    window_seconds_ = 0;
+    window_tokens_ = 0;
+    recent_seconds_ = 0;
+    recent_tokens_ = 0;
+    choose_next();
+}
+
+void DraftGate::choose_next() {
+    if (rate_[0] == 0 || rate_[1] == 0) {
+        // One way not measured yet: probe it.
+        drafting_ = rate_[1] == 0;
+        probing_ = true;
+        window_left_ = probe_cycles;
+        return;
+    }
+    if (probing_) {
+        // Both measured: run the faster way for a while, longer each time it stays the faster.
+        drafting_ = rate_[1] > rate_[0];
+        const int way = drafting_ ? 1 : 0;
+        run_length_ = way == last_run_ ? std::min(2 * run_length_, max_run_cycles) : run_cycles;
+        last_run_ = way;
+        probing_ = false;
+        window_left_ = run_length_;
+    } else {
+        // After a run, try the other way again briefly.
+        drafting_ = !drafting_;
+        probing_ = true;
+        window_left_ = probe_cycles;
+    }
+}
+
+}  // namespace aff

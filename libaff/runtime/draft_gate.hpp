@@ -1,0 +1,72 @@
+// Drafting only while it pays (--draft auto). Whether speculative decoding is faster depends
+// on the backend and the model: a verify call of k+1 tokens costs about one decode step where
+// decoding is bound by reading the weights (a large model on a GPU), but about k+1 steps
+// where it is bound by arithmetic (the CPU reference on a small model), and the drafts cost
+// time of their own. So the gate measures both ways on the generation itself: it alternates
+// windows of cycles with drafts (its inner drafter's guesses) and without (no guess: plain
+// decode steps), a cycle being the time from one proposal to the next and the tokens it
+// produced (1, plus the accepted guesses), and keeps to the faster way, trying the other for a
+// short window now and then, less often while it keeps losing, and cutting a run short once
+// it falls behind the other way's latest rate; what it measured carries over from one generation to the next
+// (a server's requests), the faster way being re-measured in each of its runs. Outputs do not
+// depend on it (drafting never changes greedy
+// output, nor the distribution of sampled output); with sampling, which steps drafted does
+// change the draws a seed gives, and that now depends on timing.
+#pragma once
+
+#include "libaff/runtime/drafter.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace aff {
+
+class DraftGate final : public Drafter {
+public:
+    using Clock = std::function<double()>;  // seconds, monotonic
+    // Cycles a probing window lasts, and cycles the faster way runs between probes: first
+    // run_cycles, doubled (up to max_run_cycles) each time a probe confirms it, since a probe
+    // of the slower way costs time (a probe of drafts also rebuilds the MTP layer's ring).
+    static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 3584;
+
+    // `clock` null: the steady clock. `inner` must not be null.
+    explicit DraftGate(std::unique_ptr<Drafter> inner, Clock clock = nullptr);
+
+    std::size_t max_tokens() const override { return inner_->max_tokens(); }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override;
+    std::span<const float> draft_distribution(std::size_t i) const override {
+        return inner_->draft_distribution(i);
+    }
+    void start(const SamplerParams& sampling) override;
+    void verified(std::size_t proposed, std::size_t accepted) override;
+
+    // Tokens a second measured in the latest window of each way (0: not measured yet).
+    // Plain steps are measured first, then drafts.
+    double drafting_rate() const { return rate_[1]; }
+    double plain_rate() const { return rate_[0]; }
+    // Whether the cycle now running drafts.
+    bool drafting() const { return drafting_; }
+
+private:
+    void close_cycle(double now);
+    void choose_next();
+
+    std::unique_ptr<Drafter> inner_;
+    Clock clock_;
+    bool drafting_ = false;  // the way of the cycle running now: plain steps are measured first
+    bool probing_ = true;    // the window running now is a probe
+    bool have_cycle_ = false;
+    double cycle_start_ = 0;
+    std::size_t cycle_tokens_ = 0;
+    std::size_t window_left_ = probe_cycles;
+    std::size_t run_length_ = run_cycles;
+    int last_run_ = -1;  // the way of the last run window (1: drafts), -1: none yet
+    // The current window's sums, and each way's rate from its latest complete window.
+    double window_seconds_ = 0, recent_seconds_ = 0;
+    std::size_t window_tokens_ = 0, recent_tokens_ = 0;  // recent: the run's last probe_cycles cycles
+    double rate_[2] = {0, 0};
+};
+
+}  // namespace aff

@@ -1,0 +1,79 @@
+// The model's own drafter (model doc §5.1): the MTP layer `mtp.0` guesses the tokens after
+// the one just chosen, on the CPU reference. It keeps its own state (the MTP layer's sliding
+// ring and position), fed with the trunk's final streams of every forward call
+// (CpuSequence's StreamObserver), and runs the MTP layer once at every trunk position whose
+// next token is known: at position q on (H[q], t[q+1]), as in training. A proposal first
+// catches up over the positions the trunk has run since the last one (the accepted tokens of
+// the last verify call, with the trunk's streams), whose last row gives the first guess;
+// further guesses reuse the layer on its own output streams and its guess, one position on
+// each. Those extra steps write the ring at positions the trunk has not confirmed, so the
+// ring is put back after them: the state always holds exactly what a fresh MTP run over the
+// trunk's positions holds (mtp_drafter_test.cpp), whatever the verifier accepted. Only the
+// last window of streams is kept: a ring row depends on its own position's inputs alone, so
+// after a stretch without proposals the layer restarts one window back and rebuilds the
+// same ring. After a restored prefix (the server's prefix cache) the streams of the prefix
+// are not there: the first window of drafts is then weaker, never wrong.
+//
+// At temperature 0 the guesses are the MTP logits' argmax, plain guesses (drafter.hpp); else
+// each is drawn with the generation's sampling parameters (its own seeded sampler) and its
+// distribution handed to the loop for speculative acceptance.
+#pragma once
+
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/drafter.hpp"
+#include "libaff/runtime/sampler.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace aff {
+
+class MtpDrafter final : public Drafter, private StreamObserver {
+public:
+    // `model` must have an MTP layer (throws unsupported otherwise) and max_tokens be at
+    // least 1 (throws usage). `trunk` is the CPU sequence the generation runs on (directly or
+    // under a wrapper such as the server's prefix cache); the drafter becomes its stream
+    // observer. Both must outlive the drafter.
+    MtpDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens);
+    ~MtpDrafter() override;
+    MtpDrafter(const MtpDrafter&) = delete;
+    MtpDrafter& operator=(const MtpDrafter&) = delete;
+
+    std::size_t max_tokens() const override { return max_tokens_; }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override;
+    std::span<const float> draft_distribution(std::size_t i) const override;
+    // Also marks the next forward call as the start of a new sequence for the MTP layer.
+    void start(const SamplerParams& sampling) override;
+
+    // The MTP layer's state (state().mtp, state().mtp_position; the trunk layers are empty),
+    // for tests that compare it with a fresh run's.
+    const DecodeState& state() const { return state_; }
+
+private:
+    void on_streams(std::int64_t start, std::size_t n, std::span<const float> streams) override;
+    // Forgets the MTP layer's past: its next run is at `position`, on an empty ring.
+    void restart(std::int64_t position);
+    // A guess from one row of MTP logits; fills draft row j when sampling.
+    std::int32_t pick(std::span<const float> logits, std::size_t j);
+
+    const Model& model_;
+    CpuSequence& trunk_;
+    const std::size_t max_tokens_;
+    const std::size_t row_;    // floats of one position's streams (hc_mult * D)
+    const std::size_t window_; // the MTP layer's sliding window: the positions its ring holds
+    DecodeState state_;        // the MTP layer's
+    std::vector<LayerState> empty_mtp_;
+    std::vector<float> ring_copy_;
+    // The trunk's streams of positions [streams_start_, streams_start_ + streams_.size() / row_).
+    std::vector<float> streams_;
+    std::int64_t streams_start_ = 0;
+    bool new_sequence_ = true;
+    std::optional<Sampler> sampler_;  // empty at temperature 0
+    std::vector<float> q_;            // [guesses, V] when sampling
+    std::size_t guesses_ = 0;
+};
+
+}  // namespace aff

@@ -1,0 +1,94 @@
+// Tests for runtime/draft_gate.hpp (--draft auto): on a simulated clock, the gate keeps to
+// drafting where a verify call plus its drafts yields tokens faster than plain decode steps,
+// keeps to plain steps where it does not (the CPU reference on a small model), probes the
+// other way now and then, measures both rates as simulated, and carries them over to the next
+// generation.
+#include "libaff/runtime/draft_gate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace {
+
+// Always guesses three tokens; counts what it is told.
+class ThreeGuesses final : public aff::Drafter {
+public:
+    std::size_t max_tokens() const override { return 3; }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t>) override {
+        ++proposals;
+        return {1, 2, 3};
+    }
+    void verified(std::size_t, std::size_t accepted) override { accepted_total += accepted; }
+    std::size_t proposals = 0, accepted_total = 0;
+};
+
+struct Costs {
+    double plain_step, draft, verify;  // seconds
+    std::size_t accepted;              // of the three guesses, every verify call
+};
+
+struct Run {
+    std::size_t cycles = 0, drafting_cycles = 0, tokens = 0;
+    std::size_t draft_stretches = 0;  // runs of consecutive drafting cycles
+};
+
+// `cycles` proposals, each followed by what the loop would do with its answer.
+Run simulate(aff::DraftGate& gate, double& now, const Costs& c, std::size_t cycles) {
+    Run r;
+    const std::vector<std::int32_t> context{0};
+    for (std::size_t i = 0; i < cycles; ++i) {
+        const bool was_drafting = gate.drafting() && r.cycles > 0;
+        const auto guesses = gate.propose(context);
+        ++r.cycles;
+        if (!guesses.empty() && !was_drafting) ++r.draft_stretches;
+        if (guesses.empty()) {
+            now += c.plain_step;
+            r.tokens += 1;
+        } else {
+            ++r.drafting_cycles;
+            now += c.draft + c.verify;
+            gate.verified(guesses.size(), c.accepted);
+            r.tokens += 1 + c.accepted;
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("the draft gate keeps to drafting where it is faster and to plain steps where it is not", "[runtime]") {
+    double now = 0;
+    auto inner = std::make_unique<ThreeGuesses>();
+    ThreeGuesses* drafter = inner.get();
+    aff::DraftGate gate(std::move(inner), [&now] { return now; });
+    gate.start({});
+    CHECK(!gate.drafting());  // plain steps are measured first
+
+    // Bound by reading weights (a GPU): a verify call costs little more than a step.
+    const Costs fast{1.0, 0.2, 1.2, 2};
+    const Run a = simulate(gate, now, fast, 640);
+    CHECK(gate.drafting_rate() == Approx(3.0 / 1.4));
+    CHECK(gate.plain_rate() == Approx(1.0));
+    CHECK(double(a.drafting_cycles) / double(a.cycles) > 0.8);
+    CHECK(drafter->proposals == a.drafting_cycles);  // plain cycles never ask the drafter
+    CHECK(drafter->accepted_total == 2 * a.drafting_cycles);
+
+    // Bound by arithmetic (the CPU on a small model): k+1 tokens cost k+1 steps. A new
+    // generation keeps what was measured, so the gate drafts on until its run of drafts
+    // measures the new cost, then keeps to plain steps but for probes of 8 cycles, further
+    // apart each time one confirms that drafts lose.
+    gate.start({});
+    CHECK(gate.drafting());
+    const Costs slow{1.0, 1.0, 4.0, 2};
+    const Run b = simulate(gate, now, slow, 640);
+    CHECK(gate.drafting_rate() == Approx(3.0 / 5.0));
+    CHECK(gate.plain_rate() == Approx(1.0));
+    CHECK(double(b.drafting_cycles) / double(b.cycles) < 0.25);
+    CHECK(b.draft_stretches >= 3);  // the drafts it ran on with, and at least two probes
+    const Run c = simulate(gate, now, slow, 4000);
+    CHECK(double(c.drafting_cycles) / double(c.cycles) < 0.03);  // probes ever rarer
+    CHECK(c.draft_stretches >= 1);  // but never none
+    CHECK(!gate.drafting());
+}
