@@ -105,7 +105,7 @@ test('/metrics shows the cache on one server and leaves it out on the other', as
   assert.equal(await plain.server.metric('aff_prompt_cached_tokens_total'), 0);
   const text = await (await fetch(`${plain.server.base}/metrics`)).text();
   assert.doesNotMatch(text, /aff_prefix_cache_/);
-  assert.match(cached.server.log(), /prefix cache 4\.00 GiB\)/);
-  assert.match(plain.server.log(), /prefix cache off\)/);
+  assert.match(cached.server.log(), /prefix cache 4\.00 GiB; drafts off \(the model has no MTP layer\)\)/);
+  assert.match(plain.server.log(), /prefix cache off; drafts off \(the model has no MTP layer\)\)/);
   assert.match(cached.server.log(), /POST \/v1\/chat\/completions 200 prompt=\d+ cached=[1-9]\d* completion=/);
 });
