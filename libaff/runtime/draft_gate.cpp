@@ -79,7 +79,7 @@ void DraftGate::choose_next() {
         // Both measured: run the faster way for a while, longer each time it stays the faster.
         drafting_ = rate_[1] > rate_[0];
         const int way = drafting_ ? 1 : 0;
-        run_length_ = way == last_run_ ? std::min(2 * run_length_, max_run_cycles) : run_cycles;
+        run_length_ = way == last_run_ ? std::min(4 * run_length_, max_run_cycles) : run_cycles;
         last_run_ = way;
         probing_ = false;
         window_left_ = run_length_;

@@ -27,9 +27,9 @@ class DraftGate final : public Drafter {
 public:
     using Clock = std::function<double()>;  // seconds, monotonic
     // Cycles a probing window lasts, and cycles the faster way runs between probes: first
-    // run_cycles, doubled (up to max_run_cycles) each time a probe confirms it, since a probe
+    // run_cycles, four times longer (up to max_run_cycles) each time a probe confirms it, since a probe
     // of the slower way costs time (a probe of drafts also rebuilds the MTP layer's ring).
-    static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 3584;
+    static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 14336;
 
     // `clock` null: the steady clock. `inner` must not be null.
     explicit DraftGate(std::unique_ptr<Drafter> inner, Clock clock = nullptr);
