@@ -10,6 +10,7 @@ build=${AFF_BUILD_DIR:-build}
 
 packages=(build-essential cmake pkg-config git ca-certificates
   libcli11-dev nlohmann-json3-dev libzstd-dev libxxhash-dev libssl-dev libpcre2-dev catch2 libncurses-dev
+  libpng-dev  # optional to the build: aff-trace replay's PNG curve beside the SVG
   clang libclang-rt-14-dev python3 debootstrap curl
   tmux man-db groff-base)  # the last three: the completion and live-view tests (a real terminal under tmux), man --warnings
 # Node.js and npm (tests fetch the reference tokenizer and the OpenAI client with npm)

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     replay->add_option("--hbm-gbps", ro.bandwidths.hbm_gbps, "GPU memory read bandwidth, GB/s (default 4478)");
     replay->add_option("--pcie-gbps", ro.bandwidths.pcie_gbps, "host-device link bandwidth, GB/s (default 55.4)");
     replay->add_option("--ssd-gbps", ro.bandwidths.ssd_gbps, "SSD read bandwidth, GB/s (default 7)");
-    replay->add_option("--svg", svg_path, "write the hit-rate-vs-GPU-memory curve to this SVG file");
+    replay->add_option("--svg", svg_path, "write the hit-rate-vs-GPU-memory curve to this SVG file, and as a PNG beside it (.svg replaced by .png) where built with libpng");
     replay->get_option("--model")->excludes("--expert-profile");
 
     CLI::App* synth = app.add_subcommand("synth", "write a synthetic trace of a named family");
@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
         if (!svg_path.empty()) {
             const std::string svg = aff::trace::hit_rate_svg(results, "GPU hit rate: " + trace_path);
             aff::write_file_atomically(svg_path, std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
+            if (aff::trace::hit_rate_png_available())
+                aff::write_file_atomically(aff::trace::png_beside(svg_path), aff::trace::hit_rate_png(results, "GPU hit rate: " + trace_path));
+            else if (!common.quiet)
+                std::cerr << "aff-trace: no PNG beside the SVG (this build has no libpng)\n";
         }
         if (common.json) std::cout << aff::trace::replay_json(results, ro.bandwidths).dump(1) << '\n';
         else aff::trace::write_replay_text(std::cout, results, ro.bandwidths);

@@ -1,10 +1,8 @@
-// The hit-rate-vs-VRAM curve of replay.hpp as a standalone SVG: axes in MiB and percent,
-// one polyline and legend entry per policy, points at each replayed capacity.
-#include "libaff/trace/replay.hpp"
+// The hit-rate-vs-VRAM curve of replay.hpp as a standalone SVG, drawn from the layout of
+// hit_rate_chart.hpp.
+#include "libaff/trace/hit_rate_chart.hpp"
 
-#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <sstream>
 
 namespace aff::trace {
@@ -22,63 +20,60 @@ std::string escape(const std::string& s) {
     return o;
 }
 
+std::string colour(std::uint32_t rgb) {
+    char b[8];
+    std::snprintf(b, sizeof b, "#%06x", unsigned(rgb & 0xffffff));
+    return b;
+}
+
+void text(std::ostringstream& s, const ChartText& t) {
+    static const char* anchors[] = {"start", "middle", "end"};
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\"", t.at.x, t.at.y);
+    s << buf;
+    if (t.anchor != ChartText::Anchor::start) s << " text-anchor=\"" << anchors[int(t.anchor)] << "\"";
+    if (t.size != 12) s << " font-size=\"" << t.size << "\"";
+    if (t.vertical) {
+        std::snprintf(buf, sizeof buf, " transform=\"rotate(-90 %.1f %.1f)\"", t.at.x, t.at.y);
+        s << buf;
+    }
+    s << ">" << escape(t.text) << "</text>\n";
+}
+
 }  // namespace
 
 std::string hit_rate_svg(const std::vector<ReplayResult>& rs, const std::string& title) {
-    const double W = 720, H = 440, L = 70, R = 150, T = 40, B = 60;
-    double max_mib = 1;
-    for (const ReplayResult& r : rs) max_mib = std::max(max_mib, double(r.gpu_bytes) / (1 << 20));
-    auto x = [&](double mib) { return L + (W - L - R) * mib / max_mib; };
-    auto y = [&](double rate) { return H - B - (H - T - B) * rate; };
-    std::map<std::string, std::vector<std::pair<double, double>>> lines;
-    std::vector<std::string> order;
-    for (const ReplayResult& r : rs) {
-        if (!lines.count(r.policy)) order.push_back(r.policy);
-        lines[r.policy].push_back({double(r.gpu_bytes) / (1 << 20), r.gpu_hit_rate()});
-    }
-    static const char* colours[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#111111", "#8c564b"};
+    const HitRateChart c = hit_rate_chart(rs, title);
     std::ostringstream s;
     char buf[256];
-    s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+    s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << c.width << "\" height=\"" << c.height
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
     s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-    s << "<text x=\"" << L << "\" y=\"24\" font-size=\"14\">" << escape(title) << "</text>\n";
-    for (int i = 0; i <= 10; ++i) {
-        std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>\n",
-                      L, y(i / 10.0), W - R, y(i / 10.0), L - 6, y(i / 10.0) + 4, i * 10);
+    for (const ChartLine& g : c.grid) {
+        std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", g.a.x, g.a.y, g.b.x,
+                      g.b.y);
         s << buf;
     }
-    for (int i = 0; i <= 5; ++i) {
-        const double mib = max_mib * i / 5;
-        std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", x(mib), H - B + 18, mib);
-        s << buf;
-    }
-    std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPU expert memory (MiB)</text>\n"
-                  "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" text-anchor=\"middle\">GPU hit rate</text>\n",
-                  (L + W - R) / 2, H - 20, (T + H - B) / 2, (T + H - B) / 2);
-    s << buf;
-    s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
-      << "\" fill=\"none\" stroke=\"#333\"/>\n";
-    for (std::size_t p = 0; p < order.size(); ++p) {
-        const char* c = colours[p % 7];
-        auto pts = lines[order[p]];
-        std::sort(pts.begin(), pts.end());
-        s << "<polyline fill=\"none\" stroke=\"" << c << "\" stroke-width=\"2\" points=\"";
-        for (auto [m, r] : pts) {
-            std::snprintf(buf, sizeof buf, "%.1f,%.1f ", x(m), y(r));
+    for (const ChartText& t : c.texts) text(s, t);
+    s << "<rect x=\"" << c.plot_min.x << "\" y=\"" << c.plot_min.y << "\" width=\"" << c.plot_max.x - c.plot_min.x << "\" height=\""
+      << c.plot_max.y - c.plot_min.y << "\" fill=\"none\" stroke=\"#333\"/>\n";
+    for (const ChartSeries& series : c.series) {
+        const std::string col = colour(series.rgb);
+        s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"2\" points=\"";
+        for (const ChartPoint& p : series.points) {
+            std::snprintf(buf, sizeof buf, "%.1f,%.1f ", p.x, p.y);
             s << buf;
         }
         s << "\"/>\n";
-        for (auto [m, r] : pts) {
-            std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s %.0f MiB: %.2f%%</title></circle>\n",
-                          x(m), y(r), c, escape(order[p]).c_str(), m, 100 * r);
-            s << buf;
+        for (std::size_t i = 0; i < series.points.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", series.points[i].x,
+                          series.points[i].y, col.c_str());
+            s << buf << escape(series.tips[i]) << "</title></circle>\n";
         }
-        std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>"
-                      "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                      W - R + 14, T + 10 + 20.0 * p, W - R + 34, T + 10 + 20.0 * p, c, W - R + 40, T + 14 + 20.0 * p,
-                      escape(order[p]).c_str());
+        std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                      series.legend.a.x, series.legend.a.y, series.legend.b.x, series.legend.b.y, col.c_str());
         s << buf;
+        text(s, series.label);
     }
     s << "</svg>\n";
     return s.str();

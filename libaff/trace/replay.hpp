@@ -77,5 +77,11 @@ void write_replay_text(std::ostream& out, const std::vector<ReplayResult>& resul
 nlohmann::json replay_json(const std::vector<ReplayResult>& results, const Bandwidths& bw);
 // An SVG (opens in any browser) of GPU hit rate against GPU capacity, one line per policy.
 std::string hit_rate_svg(const std::vector<ReplayResult>& results, const std::string& title);
+// The same curve as a PNG (8-bit RGB, 720 x 440), where libpng was found at configure time:
+// hit_rate_png_available() says so; without it hit_rate_png throws aff::Error (usage).
+bool hit_rate_png_available();
+std::vector<std::uint8_t> hit_rate_png(const std::vector<ReplayResult>& results, const std::string& title);
+// Where the PNG goes beside an SVG: its path with ".svg" replaced by ".png", else ".png" added.
+std::string png_beside(const std::string& svg_path);
 
 }  // namespace aff::trace
