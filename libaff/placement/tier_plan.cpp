@@ -28,7 +28,8 @@ TierPlan plan_tiers(const TierInputs& in) {
         throw Error(ErrorKind::device, "the model's resident part (" + mib(in.resident_bytes) + ") and the headroom (" + mib(p.headroom) +
                      ") need " + mib(needed - p.gpu_budget) + " more than the GPU offers (" + mib(p.gpu_budget) +
                      (in.gpu_cap && in.gpu_cap < in.gpu_free ? ", the --gpu-mib cap" : " free") + ")");
-    const std::uint64_t slab_room = p.gpu_budget - needed;
+    std::uint64_t slab_room = p.gpu_budget - needed;
+    if (in.slab_cap) slab_room = std::min(slab_room, *in.slab_cap);
     p.gpu_slots = std::min<std::int64_t>(in.experts, std::int64_t(slab_room / in.slot_bytes));
     p.slab_bytes = std::uint64_t(p.gpu_slots) * in.slot_bytes;
 
@@ -46,7 +47,8 @@ TierPlan plan_tiers(const TierInputs& in) {
 std::string TierPlan::describe(const TierInputs& in) const {
     std::string s = "experts: " + std::to_string(gpu_slots) + " of " + std::to_string(in.experts) + " on the GPU (" +
                     mib(slab_bytes) + " slab: " + mib(gpu_budget) + (in.gpu_cap && in.gpu_cap < in.gpu_free ? " cap" : " free") +
-                    " less " + mib(in.resident_bytes) + " resident and " + mib(headroom) + " headroom), " +
+                    " less " + mib(in.resident_bytes) + " resident and " + mib(headroom) + " headroom" +
+                    (in.slab_cap ? ", --gpu-expert-mib " + mib(*in.slab_cap) : std::string()) + "), " +
                     std::to_string(host_slots) + " in the pinned host pool (" + mib(pool_bytes) +
                     (in.host_pool ? ", --host-pool-mib" : ": MemAvailable less the " + mib(in.host_reserve) + " reserve") +
                     "), " + std::to_string(ssd_experts) + " on the SSD; " + mib(in.slot_bytes) + " a slot";

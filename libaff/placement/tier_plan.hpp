@@ -2,7 +2,8 @@
 // is: the arithmetic the expert tiers (libaff/gpu) size themselves with, pure so that it is tested
 // on the CPU and printed the same way at start-up by every tool. The GPU slab takes what the device
 // has left after everything that must be resident (dense weights, decode state, activations) and a
-// headroom (CUDA/HIP context growth, graphs, allocator slack), capped by --gpu-mib; the host pool
+// headroom (CUDA/HIP context growth, graphs, allocator slack), capped by --gpu-mib (the whole GPU)
+// and --gpu-expert-mib (the slab alone, for runs that emulate a smaller card); the host pool
 // takes MemAvailable less a reserve for the rest of the system, or --host-pool-mib; every other
 // expert stays in the container on the SSD. Slots are layer-agnostic: any slot holds any layer's
 // expert, so the counts are over all (layer, expert) pairs.
@@ -20,6 +21,7 @@ inline constexpr std::uint64_t kDefaultHostReserve = 1536 * kMiB;
 struct TierInputs {
     std::uint64_t gpu_free = 0;        // bytes free on the device before the model is loaded
     std::uint64_t gpu_cap = 0;         // --gpu-mib in bytes; 0: no cap
+    std::optional<std::uint64_t> slab_cap;  // --gpu-expert-mib: the slab at most this; unset: what is left
     std::uint64_t resident_bytes = 0;  // dense weights + decode state + activations
     std::optional<std::uint64_t> headroom;  // --gpu-headroom-mib; unset: derived (derived_headroom)
     std::uint64_t host_available = 0;  // the host's MemAvailable

@@ -2,6 +2,7 @@
 #include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/hash.hpp"
+#include "libaff/core/host_memory.hpp"
 #include "libaff/core/mapped_file.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/core/units.hpp"
@@ -131,4 +132,15 @@ TEST_CASE("parallel_for covers every index exactly once and rethrows", "[core]")
     std::atomic<int> sum{0};
     pool.parallel_for(10, [&](std::size_t b, std::size_t e) { sum += static_cast<int>(e - b); });
     CHECK(sum == 10);
+}
+
+TEST_CASE("MemAvailable is read from /proc/meminfo's text", "[core]") {
+    CHECK(aff::parse_mem_available("MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   "
+                                   "120000000 kB\nBuffers: 1 kB\n") == std::uint64_t(120000000) * 1024);
+    CHECK(aff::parse_mem_available("MemAvailable: 7 kB") == std::uint64_t(7 * 1024));
+    CHECK_FALSE(aff::parse_mem_available("MemTotal: 10 kB\n").has_value());
+    CHECK_FALSE(aff::parse_mem_available("MemAvailable: lots\n").has_value());
+    CHECK_FALSE(aff::parse_mem_available("MemAvailable: 12 MB\n").has_value());
+    CHECK_FALSE(aff::parse_mem_available("MemAvailable: 99999999999999999999999 kB\n").has_value());
+    CHECK(aff::host_mem_available() > 0);  // a Linux host has the line
 }

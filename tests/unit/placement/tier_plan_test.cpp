@@ -53,6 +53,30 @@ TEST_CASE("a --gpu-mib cap, a given headroom and a given pool", "[placement]") {
     CHECK(p.describe(in).find("cap") != std::string::npos);
 }
 
+TEST_CASE("a --gpu-expert-mib cap bounds the slab alone", "[placement]") {
+    TierInputs in;
+    in.gpu_free = 80 * GiB;
+    in.headroom = 0;
+    in.resident_bytes = 2 * GiB;
+    in.host_available = 100 * GiB;
+    in.slot_bytes = 64 * kMiB;
+    in.experts = 1000;
+    in.slab_cap = 3 * 64 * kMiB + 63 * kMiB;  // three slots and part of a fourth
+    TierPlan p = plan_tiers(in);
+    CHECK(p.gpu_slots == 3);
+    CHECK(p.host_slots == 997);
+    CHECK(p.ssd_experts == 0);
+    CHECK(p.describe(in).find("--gpu-expert-mib 255 MiB") != std::string::npos);
+    in.slab_cap = 0;  // every expert in the pool
+    p = plan_tiers(in);
+    CHECK(p.gpu_slots == 0);
+    CHECK(p.host_slots == 1000);
+    in.slab_cap = 1000 * GiB;  // above what the GPU has: the GPU decides
+    p = plan_tiers(in);
+    CHECK(p.gpu_slots == 1000);  // 78 GiB hold all 1000 slots of 64 MiB
+    CHECK(p.host_slots == 0);
+}
+
 TEST_CASE("a model that fits leaves the pool and the SSD empty", "[placement]") {
     TierInputs in;
     in.gpu_free = 141 * GiB;
