@@ -133,7 +133,8 @@ void ExpertStore::put_table(const ModelConfig& c, WeightArena& w, int first, int
                              for (int l = first; l < end; ++l)
                                  for (int e = 0; e < E; ++e)
                                      table_host[std::size_t(l) * E + e] =
-                                         w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
+                                         tiers ? tiers->address(l, e)
+                                               : w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
                              std::memcpy(dst, table_host.data(), bytes);
                          }});
 }
@@ -146,20 +147,22 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
         return;
     }
     const int E = c.n_routed_experts;
-    layer_extents[l] = w.reserve(extent_stride * E, w.plan.expert_bytes);
-    w.uploads.push_back({layer_extents[l], extent_stride * E, [this, l, E](std::uint8_t* dst) {
-                             std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents
-                             for (int e = 0; e < E; ++e) {
-                                 std::uint8_t* x = dst + std::size_t(e) * extent_stride;
-                                 for (const auto& [which, offset, bytes] :
-                                      {std::tuple{ExpertMatrix::w1, extent.w1, w13_bytes},
-                                       std::tuple{ExpertMatrix::w2, extent.w2, w2_bytes},
-                                       std::tuple{ExpertMatrix::w3, extent.w3, w13_bytes}})
-                                     std::memcpy(x + offset, codebook_src->codebook_matrix(l, e, which).bytes, bytes);
-                             }
-                         }});
+    if (!tiered) {
+        layer_extents[l] = w.reserve(extent_stride * E, w.plan.expert_bytes);
+        w.uploads.push_back({layer_extents[l], extent_stride * E, [this, l, E](std::uint8_t* dst) {
+                                 std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents
+                                 for (int e = 0; e < E; ++e) fill_extent(l, e, dst + std::size_t(e) * extent_stride);
+                             }});
+    }
     r.expert_row = expert_table + std::size_t(l) * E * sizeof(const std::uint8_t*);
     put_rotation_flags(c, w, l, r);
+}
+
+void ExpertStore::fill_extent(int l, int e, std::uint8_t* dst) const {
+    for (const auto& [which, offset, bytes] : {std::tuple{ExpertMatrix::w1, extent.w1, w13_bytes},
+                                               std::tuple{ExpertMatrix::w2, extent.w2, w2_bytes},
+                                               std::tuple{ExpertMatrix::w3, extent.w3, w13_bytes}})
+        std::memcpy(dst + offset, codebook_src->codebook_matrix(l, e, which).bytes, bytes);
 }
 
 void ExpertStore::put_rotation_flags(const ModelConfig& c, WeightArena& w, int l, LayerRefs& r) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"
+#include "libaff/gpu/expert_tiers.hpp"
 #include "libaff/gpu/weight_arena.hpp"
 #include "libaff/gpu/weight_refs.hpp"
 #include "libaff/model/codebook_experts.hpp"
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,12 @@ struct ExpertStore {
     std::vector<std::size_t> layer_extents;
     std::vector<const std::uint8_t*> table_host;  // [layer][E], filled with the arena
 
+    // Tiered (expert_tiers.hpp): set before planning; the extents then get no place in the
+    // arena, and `tiers` (made before the upload) says where each one is.
+    bool tiered = false;
+    std::string tier_reason;  // why (the report's `why`)
+    std::unique_ptr<ExpertTiers> tiers;
+
     // Decides the storage for `src`'s experts and plans what a part holds for all its layers
     // (the codebook and the expert table: layers first .. end-1).
     void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end);
@@ -57,6 +65,9 @@ struct ExpertStore {
     // Points expert e of layer l at `address` (table and mirror), queued on `stream` and waited for.
     void set_address(const ModelConfig& c, const WeightArena& w, int l, int e, const void* address,
                      const Stream& stream);
+
+    // Writes expert e of layer l's extent at dst (its matrices; the padding is left as it is).
+    void fill_extent(int l, int e, std::uint8_t* dst) const;
 
     const Matrix& expert_matrix(const ModelConfig& c, int layer, int e, ExpertMatrix which) const;
 

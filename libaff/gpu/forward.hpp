@@ -71,10 +71,14 @@
 
 #include "libaff/gpu/device.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/placement/engine.hpp"
+#include "libaff/placement/policy.hpp"
+#include "libaff/placement/tier_plan.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -87,6 +91,27 @@ class TensorReader;
 namespace aff::gpu {
 
 inline constexpr int kDecodeBatchMax = 4;  // sequences one decode call takes (the GEMVs' batch)
+
+// Expert tiers (libaff/gpu/expert_tiers.hpp): codebook-stored routed experts that do not all
+// fit the GPU live in a GPU slab of equal, layer-agnostic slots and one pinned, mapped host
+// pool the kernels read over the bus; the same kernels read the same bytes, so the logits are
+// those of the all-resident model bit for bit. Used when the model does not fit the GPU (its
+// free memory less the runtime's reserve, and --gpu-mib), or when slab_cap is set; otherwise
+// every expert stays in the weight arena as before. One GPU only (several: refused when they
+// would be needed).
+struct GpuTierOptions {
+    std::optional<std::size_t> slab_cap;        // --gpu-expert-mib in bytes: tiers, the slab at most this
+    std::optional<std::size_t> headroom;        // --gpu-headroom-mib; unset: placement::derived_headroom
+    std::optional<std::size_t> host_pool;       // --host-pool-mib; unset: MemAvailable less host_reserve
+    std::size_t host_reserve = placement::kDefaultHostReserve;  // --host-pool-reserve-mib
+    std::size_t host_available = 0;             // MemAvailable; 0: read from /proc/meminfo (tests set it)
+    // The mover between calls (placement/policy.hpp names; "static" moves nothing).
+    std::string strategy = "heat";
+    placement::HeatOptions heat;
+    // Initial placement: per-(layer, expert) counts, layer-major (an expert profile); busiest
+    // first into the slab. Empty: layer-major key order.
+    std::vector<std::uint64_t> profile;
+};
 
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
@@ -107,6 +132,7 @@ struct GpuOptions {
     // stated and tested there too.
     bool exact = false;
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
+    GpuTierOptions tiers;
 };
 
 // Decode state of one sequence on the GPU model, mirroring DecodeState: with attention on the
@@ -174,6 +200,29 @@ struct GpuExpertExtent {
     std::size_t bytes = 0;          // the extent's size: what a move copies
     int device = 0;                 // the GPU whose kernels read it (its layer's)
 };
+
+// Where the routed experts live and what the mover did (GpuModel::tiers). Hits and bytes are
+// the placement engine's (placement/engine.hpp) over the calls the mover saw: calls of up to
+// kRouteLogTokens tokens (decode steps and short chunks; a long prefill is not logged).
+struct GpuTierReport {
+    bool tiered = false;
+    std::string why;                // why tiered, or why not
+    placement::TierInputs inputs;   // what the plan was made from
+    placement::TierPlan plan;       // plan_tiers(inputs)
+    std::int64_t on_gpu = 0, in_pool = 0;  // experts now in each tier (counted from the table)
+    std::string strategy;
+    placement::Counters counters;   // the engine's
+    std::uint64_t tokens = 0;       // tokens of the calls the mover saw
+    std::uint64_t moves = 0;        // promotions executed (each also demotes one expert to the pool)
+    std::uint64_t moved_bytes = 0;  // bytes copied over the bus by them (both directions)
+    double move_seconds = 0;        // wall time spent moving
+    // One line: the start-up plan (TierPlan::describe).
+    std::string describe() const;
+    // One line: hit rate per tier, PCIe bytes and moves per token.
+    std::string summary() const;
+};
+
+inline constexpr int kRouteLogTokens = 64;
 
 // One decode step timed op class by op class (GpuModel::profile_decode): the launches are
 // issued one by one with an event at each class boundary, so the total exceeds a replayed
@@ -245,6 +294,9 @@ public:
     void move_expert(int layer, int expert, const void* address);
     // Decode graphs captured so far, over every part (a move must not cause one: tests).
     std::size_t graphs_captured() const;
+    // The expert tiers: the plan, where the experts are, the mover's counters (tiered false
+    // when every expert is in the weight arena).
+    GpuTierReport tiers() const;
 
     // Rewind (speculative decoding: going back past rejected draft tokens): before a call of
     // `tokens` tokens on st, rewind_point copies what the call may change (GpuRewindPoint)

@@ -61,6 +61,7 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     std::vector<float> out(std::size_t(n - first) * V);
     last.stream.copy(out.data(), last.logits, out.size() * 4);
     last.stream.synchronize();
+    if (shards_.size() == 1) shards_.front()->move_experts(n);  // tiered experts only; every launch is done
     use_device(m0.device);
     return out;
 }
@@ -193,6 +194,7 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
     std::vector<float> out(std::size_t(B) * V);
     last.stream.copy(out.data(), last.logits, out.size() * 4);
     last.stream.synchronize();
+    if (shards_.size() == 1) shards_.front()->move_experts(B);  // tiered experts only; every launch is done
     use_device(m0.device);
     return out;
 }

@@ -30,6 +30,7 @@ GpuExpertExtent GpuModel::expert_extent(int layer, int expert) const {
 
 void GpuModel::move_expert(int layer, int expert, const void* address) {
     Impl& p = expert_owner(layer, expert, "move_expert");
+    if (p.tiers) throw_usage("move_expert: the experts are tiered, and the mover places them (GpuOptions::tiers)");
     if (!address || reinterpret_cast<std::uintptr_t>(address) % 16 != 0)
         throw_usage("move_expert: the address must be 16-byte aligned and not null");
     use_device(p.device);

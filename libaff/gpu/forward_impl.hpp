@@ -152,8 +152,14 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // Where attention runs, the weights' and state's plans (nothing allocated yet).
     void prepare(const TensorReader* weights);
     // Checks the plan against this device's free memory now (and the cap), then allocates
-    // and uploads.
+    // and uploads; tiered, plans and fills the expert tiers first (allocate_tiers).
     void allocate();
+    // This device's free memory less the runtime's reserve, capped by --gpu-mib.
+    std::size_t available_bytes() const;
+    void allocate_tiers(const MemoryInfo& mem);
+    // The mover (forward_tiers.cpp): after a call of n tokens (whose launches are all done),
+    // the call's routing to the placement engine and its admissions carried out.
+    void move_experts(int n);
 
     // The layers this part runs in a call (set_max_layers counts over the whole model).
     int run_end() const { return std::min(fwd::layers_run(options.forward, c), end_layer); }

@@ -76,12 +76,20 @@ void GpuModel::Impl::prepare(const TensorReader* weights) {
     plan.scratch_bytes = layout(nullptr, kScratchTokens, activation_shape());
 }
 
-void GpuModel::Impl::allocate() {
+std::size_t GpuModel::Impl::available_bytes() const {
     use_device(device);
     const MemoryInfo mem = memory_info();
     const std::size_t free_after_reserve = mem.free_bytes > kRuntimeReserve ? mem.free_bytes - kRuntimeReserve : 0;
     std::size_t available = free_after_reserve;
     if (options.memory_cap_bytes > 0) available = std::min(available, options.memory_cap_bytes);
+    return available;
+}
+
+void GpuModel::Impl::allocate() {
+    use_device(device);
+    const MemoryInfo mem = memory_info();
+    if (tiered) return allocate_tiers(mem);
+    const std::size_t available = available_bytes();
     const std::size_t need = plan.total();
     if (need > available) {
         auto mib = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
@@ -140,10 +148,28 @@ GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptio
                (options.layers_per_device.size() != 1 || options.layers_per_device[0] != c.num_layers)) {
         throw_usage("layer split: " + std::to_string(options.layers_per_device.size()) + " layer counts for one GPU");
     }
+    if (devices.size() > 1 && options.tiers.slab_cap)
+        throw_unsupported("--gpu-expert-mib: expert tiers across several GPUs are not implemented yet (use one GPU)");
     for (std::size_t i = 0; i < devices.size(); ++i) {
         auto part = std::make_unique<Impl>(cpu, options, devices[i], ranges[i].first, ranges[i].end);
         part->index = static_cast<int>(i);
         part->prepare(weights);
+        // Expert tiers (expert_tiers.hpp) when asked for, or when the model does not fit this
+        // one GPU: planned again with the experts out of the arena.
+        if (devices.size() == 1 && part->experts_codebook &&
+            (options.tiers.slab_cap || part->plan.total() > part->available_bytes())) {
+            auto why = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
+            const std::string reason =
+                options.tiers.slab_cap ? std::string("--gpu-expert-mib")
+                                       : "the model needs " + why(part->plan.total()) + ", the GPU offers " +
+                                             why(part->available_bytes()) +
+                                             (options.memory_cap_bytes ? " (--gpu-mib)" : "");
+            part = std::make_unique<Impl>(cpu, options, devices[i], ranges[i].first, ranges[i].end);
+            part->index = static_cast<int>(i);
+            part->tiered = true;
+            part->prepare(weights);
+            part->tier_reason = reason;
+        }
         part->allocate();
         plan_.dense_bytes += part->plan.dense_bytes;
         plan_.expert_bytes += part->plan.expert_bytes;
@@ -202,6 +228,7 @@ std::string GpuModel::describe() const {
           << " tokens)";
     else
         o << "; attention on the CPU (" << m.attention_why_cpu << ")";
+    if (m.tiers) o << "; " << tiers().describe();
     if (shards_.size() > 1) {
         o << "; layers split across " << shards_.size() << " GPUs:";
         for (std::size_t i = 0; i < shards_.size(); ++i) {

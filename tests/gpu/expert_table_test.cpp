@@ -140,14 +140,9 @@ AFF_DEVICE_TEST("expert_table") {
     TempDir tmp("expert-table");
     aff::ThreadPool pool(0);
     try {
-        const std::string ck = tmp / "wide";
-        write_wide_checkpoint(ck);
-        for (const auto rotation : {aff::quant::Rotation::off, aff::quant::Rotation::on}) {
-            const bool r = rotation == aff::quant::Rotation::on;
-            const std::string path = tmp / (r ? "r.aff" : "p.aff");
-            quantize_checkpoint_to(ck, path, rotation, pool);
-            moves(r ? "wide TQ2875R" : "wide TQ2875", path, rows);
-        }
+        for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
+            moves(label, path, rows);
+        });
     } catch (const std::exception& e) {
         rows.push_back({"expert_table", std::string("wide container threw: ") + e.what(), INFINITY, 0.0, false});
     }

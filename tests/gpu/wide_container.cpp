@@ -51,6 +51,18 @@ void quantize_checkpoint_to(const std::string& src, const std::string& out, aff:
     aff::quant::quantize_checkpoint(o, pool, aff::null_progress());
 }
 
+void for_each_wide_container(const TempDir& tmp, aff::ThreadPool& pool,
+                             const std::function<void(const std::string&, const std::string&)>& f) {
+    const std::string ck = tmp / "wide";
+    write_wide_checkpoint(ck);
+    for (const auto rotation : {aff::quant::Rotation::off, aff::quant::Rotation::on}) {
+        const bool r = rotation == aff::quant::Rotation::on;
+        const std::string path = tmp / (r ? "r.aff" : "p.aff");
+        quantize_checkpoint_to(ck, path, rotation, pool);
+        f(r ? "wide TQ2875R" : "wide TQ2875", path);
+    }
+}
+
 TempDir::TempDir(const std::string& tag)
     : path(std::filesystem::temp_directory_path() / ("aff-gpu-" + tag + "-" + std::to_string(::getpid()))) {
     std::filesystem::create_directories(path);

@@ -9,6 +9,7 @@
 #include "../common/random_v4_checkpoint.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace aff {
@@ -25,6 +26,12 @@ int write_wide_checkpoint(const std::string& dir);
 // aff-quantize's library call on the checkpoint in src, to out, with a fixed creation date.
 void quantize_checkpoint_to(const std::string& src, const std::string& out, aff::quant::Rotation rotation,
                             aff::ThreadPool& pool);
+
+struct TempDir;
+// Writes the wide checkpoint under tmp and quantises it as TQ2875, then as TQ2875R, calling
+// f("wide TQ2875" or "wide TQ2875R", the container's path) on each.
+void for_each_wide_container(const TempDir& tmp, aff::ThreadPool& pool,
+                             const std::function<void(const std::string&, const std::string&)>& f);
 
 // A folder under the system's temporary directory, removed with everything in it.
 struct TempDir {

@@ -1,0 +1,95 @@
+// The expert tiers (expert_tiers.hpp): the plan, the allocations, the initial placement and
+// the first fill.
+#include "libaff/gpu/expert_tiers.hpp"
+
+#include "libaff/core/error.hpp"
+
+#include <algorithm>
+
+namespace aff::gpu::fwd {
+
+std::size_t ExpertTiers::overhead_bytes(const ModelConfig& c, std::size_t slot_bytes) {
+    const std::size_t log = std::size_t(c.num_layers) * kRouteLogTokens * c.experts_per_token * 4;
+    return slot_bytes + (log + 255) / 256 * 256;
+}
+
+void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
+                        const std::vector<bool>& hash) {
+    layers = c.num_layers;
+    experts = c.n_routed_experts;
+    top_k = c.experts_per_token;
+    slot_bytes = in.slot_bytes;
+    inputs = in;
+    plan = placement::plan_tiers(in);
+    if (plan.ssd_experts > 0)
+        throw_unsupported(plan.describe(in) + ": experts in neither the GPU slab nor the host pool (the SSD tier) are not " +
+                          "implemented yet; give the pool more room (--host-pool-mib, --host-pool-reserve-mib) or the GPU " +
+                          "(--gpu-mib, --gpu-expert-mib)");
+    const std::uint32_t gpu_slots = static_cast<std::uint32_t>(plan.gpu_slots);
+    const std::uint32_t host_slots = static_cast<std::uint32_t>(plan.host_slots);
+    if (gpu_slots > 0) slab = Buffer(std::size_t(gpu_slots) * slot_bytes);
+    if (host_slots > 0) pool = PinnedBuffer(std::size_t(host_slots) * slot_bytes);
+    staging = Buffer(slot_bytes);
+    route_log = Buffer(overhead_bytes(c, slot_bytes) - slot_bytes);
+    route_host.assign(std::size_t(layers) * kRouteLogTokens * top_k, 0);
+
+    placement::Geometry g;
+    g.layers = static_cast<std::uint32_t>(layers);
+    g.experts = static_cast<std::uint32_t>(experts);
+    g.expert_bytes = slot_bytes;
+    g.hash_layers = hash;
+    const std::vector<placement::ExpertKey> order = placement::profile_order(g, options.profile);
+    const placement::Slots slots{gpu_slots, host_slots};
+    tier = placement::initial_tiers(g, slots, order);
+    slot.assign(g.keys(), 0);
+    std::uint32_t next_gpu = 0, next_host = 0;
+    for (const placement::ExpertKey k : order) {  // slots in placement order: the busiest first
+        if (tier[k] == placement::Tier::gpu) slot[k] = next_gpu++;
+        else if (tier[k] == placement::Tier::host) slot[k] = next_host++;
+        else throw_internal("expert tiers: an expert placed on the SSD");
+    }
+    for (std::uint32_t s = next_gpu; s < gpu_slots; ++s) free_slab.push_back(s);
+    for (std::uint32_t s = next_host; s < host_slots; ++s) free_pool.push_back(s);
+    policy = std::make_unique<RecordingPolicy>(placement::make_policy(options.strategy, options.heat));
+    if (policy->needs_future())
+        throw_usage("--placement-strategy " + options.strategy + " needs the future (trace replay only: aff-trace replay)");
+    engine = std::make_unique<placement::PlacementEngine>(g, slots, order, *policy);
+}
+
+const std::uint8_t* ExpertTiers::address(int l, int e) const {
+    const std::size_t k = std::size_t(l) * experts + e;
+    if (tier[k] == placement::Tier::gpu) return slab.as<std::uint8_t>() + std::size_t(slot[k]) * slot_bytes;
+    return static_cast<const std::uint8_t*>(pool.device_data()) + std::size_t(slot[k]) * slot_bytes;
+}
+
+void ExpertTiers::fill(const std::function<void(int, int, std::uint8_t*)>& fill_extent, const Stream& stream) {
+    // The slab through a host buffer of up to 64 MiB of extents at a time, one copy each.
+    const std::size_t batch = std::max<std::size_t>(1, (64u << 20) / slot_bytes);
+    std::vector<std::uint8_t> host;
+    std::vector<std::pair<std::uint8_t*, std::size_t>> pending;  // slab place, staging offset
+    auto flush = [&] {
+        for (const auto& [dst, at] : pending) stream.copy(dst, host.data() + at, slot_bytes);
+        stream.synchronize();
+        pending.clear();
+    };
+    for (int l = 0; l < layers; ++l)
+        for (int e = 0; e < experts; ++e) {
+            const std::size_t k = std::size_t(l) * experts + e;
+            if (tier[k] == placement::Tier::host) {
+                std::uint8_t* dst = static_cast<std::uint8_t*>(pool.data()) + std::size_t(slot[k]) * slot_bytes;
+                std::fill(dst, dst + slot_bytes, std::uint8_t(0));
+                fill_extent(l, e, dst);
+                continue;
+            }
+            if (pending.size() == batch) flush();
+            host.resize(batch * slot_bytes);
+            const std::size_t at = pending.size() * slot_bytes;
+            std::fill(host.begin() + static_cast<std::ptrdiff_t>(at),
+                      host.begin() + static_cast<std::ptrdiff_t>(at + slot_bytes), std::uint8_t(0));
+            fill_extent(l, e, host.data() + at);
+            pending.emplace_back(slab.as<std::uint8_t>() + std::size_t(slot[k]) * slot_bytes, at);
+        }
+    flush();
+}
+
+}  // namespace aff::gpu::fwd

@@ -1,0 +1,92 @@
+// One part of GpuModel::Impl (forward_impl.hpp): the expert tiers (GpuTierOptions in
+// forward.hpp). When the routed experts do not all fit the GPU, each codebook-stored expert's
+// extent lives in one slot of a GPU slab (one allocation of equal slots, any layer's expert in
+// any slot) or of one pinned host pool mapped into the GPU's address space, and the expert
+// table [layer][expert] points at it: the kernels are the ones the all-resident model runs and
+// read the same bytes, so the logits are the same bit for bit (tests/gpu/tiers_test.cpp).
+// How many slots each tier gets is placement::plan_tiers's arithmetic (tier_plan.hpp); which
+// expert starts where, the profile order (placement/tiers.hpp). Between calls the mover
+// (forward_tiers.cpp) feeds the routing of the call just made to the placement engine
+// (placement/engine.hpp) and carries out its admissions: a promoted expert's bytes are copied
+// pool → slab into its victim's slot, the victim's slab → pool into the slot it left.
+// Experts in neither tier (the SSD tier) are not implemented: such a plan is refused.
+// Private to the GPU forward.
+#pragma once
+
+#include "libaff/gpu/device.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/placement/engine.hpp"
+#include "libaff/placement/policy.hpp"
+#include "libaff/placement/tier_plan.hpp"
+#include "libaff/placement/tiers.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace aff::gpu::fwd {
+
+// A policy that passes everything on to another and keeps the admissions it answered, which
+// the mover then carries out (the engine applies them to its own book of tiers only).
+class RecordingPolicy final : public placement::Policy {
+public:
+    explicit RecordingPolicy(std::unique_ptr<placement::Policy> inner) : inner_(std::move(inner)) {}
+    std::string_view name() const override { return inner_->name(); }
+    bool needs_future() const override { return inner_->needs_future(); }
+    void start(const placement::Geometry& g, std::span<const placement::Tier> tiers, std::uint32_t slots,
+               std::span<const std::uint64_t> first_use) override {
+        inner_->start(g, tiers, slots, first_use);
+    }
+    void decide(const placement::Dispatch& d, std::uint32_t free_slots, std::vector<placement::Admission>& out) override {
+        const std::size_t before = out.size();
+        inner_->decide(d, free_slots, out);
+        decided.insert(decided.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
+    }
+    std::vector<placement::Admission> decided;  // since the mover last took them
+
+private:
+    std::unique_ptr<placement::Policy> inner_;
+};
+
+struct ExpertTiers {
+    int layers = 0, experts = 0, top_k = 0;
+    std::size_t slot_bytes = 0;
+    placement::TierInputs inputs;
+    placement::TierPlan plan;
+    std::string why;  // why the experts are tiered
+
+    Buffer slab;        // plan.gpu_slots slots
+    PinnedBuffer pool;  // plan.host_slots slots
+    Buffer staging;     // one slot on the device: a victim's bytes while its slot is refilled
+    Buffer route_log;   // [layer][kRouteLogTokens][top_k] ids of the last call (calls up to kRouteLogTokens)
+    std::vector<std::int32_t> route_host;
+
+    // Where each expert (key = layer · experts + expert) is: its tier and slot there.
+    std::vector<placement::Tier> tier;
+    std::vector<std::uint32_t> slot;
+    std::vector<std::uint32_t> free_slab, free_pool;  // slots nobody holds
+
+    std::unique_ptr<RecordingPolicy> policy;
+    std::unique_ptr<placement::PlacementEngine> engine;
+    std::uint64_t dispatches = 0, steps = 0, tokens = 0, moves = 0, moved_bytes = 0;
+    double move_seconds = 0;
+
+    // Plans the tiers (plan_tiers on `in`; refuses experts left for the SSD), allocates the
+    // slab, the pool, the staging slot and the route log, and places every expert: the
+    // `order`'s first plan.gpu_slots in the slab, the rest in the pool. hash: per layer,
+    // routed by token id. Nothing is filled yet.
+    void setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
+               const std::vector<bool>& hash);
+    // The address the kernels read expert e of layer l at (slab or the pool's device view).
+    const std::uint8_t* address(int l, int e) const;
+    // Fills every expert's slot with its extent's bytes (fill writes them at dst), the pool's
+    // directly, the slab's through host staging on `stream`; returns when done.
+    void fill(const std::function<void(int, int, std::uint8_t*)>& fill_extent, const Stream& stream);
+    // Bytes the resident part must leave for the tiers besides the slab: staging and route log.
+    static std::size_t overhead_bytes(const ModelConfig& c, std::size_t slot_bytes);
+};
+
+}  // namespace aff::gpu::fwd

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The expert tiers on a GPU (issue 17), with prebuilt portable binaries laid out as
+# main_device_run.sh takes them (BIN/tests/aff_gpu_tests, BIN/tests/make_geometry_container,
+# BIN/tools/aff-run; tests/gpu/configure_portable.sh): first the device family `tiers`, then end
+# to end through aff-run's flags: a 2-layer, 16-expert container of V4-Flash's geometry, run all
+# resident, then with the slab capped by --gpu-expert-mib at half the experts (138 MiB: 16
+# slots of 9043968 bytes), one slot (9 MiB) and none (0), the mover static, demand and heat.
+# Every prompt position's and forced step's logits (--logits-out: a 40-token prompt, 8 forced
+# steps) must equal the all-resident run's byte for byte (cmp), the start-up line must say the
+# experts are tiered and the end line give the hit rates. Writes the logs and a summary into
+# OUT; exits 1 if a check failed.
+# usage: tests/gpu/tiers_device.sh BIN OUT
+set -uo pipefail
+bin=$(cd "${1:?usage: tiers_device.sh BIN OUT}" && pwd) || exit 2
+out=${2:?usage: tiers_device.sh BIN OUT}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+export AFF_TEST_DATA=$repo/tests/data
+rc=0
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+start=$SECONDS
+if timeout 240 "$bin/tests/aff_gpu_tests" tiers >"$out/tiers.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
+note "aff_gpu_tests tiers: $t in $((SECONDS - start)) s; $(tail -1 "$out/tiers.txt")"
+grep 'FAIL$' "$out/tiers.txt" | head -30 >>"$summary"
+grep '^tiers: ' "$out/tiers.txt" >>"$summary"
+
+geo=$out/v4-2x16.aff
+if ! timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 2 --experts 16 --vocab 4096 -q; then
+  note "FAIL make_geometry_container"
+  exit 1
+fi
+prompt=$(seq -s, 1 40)
+forced=$(seq -s, 100 107)
+run() {  # name, extra flags...
+  local name=$1
+  shift
+  timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
+    --logits-out "$out/$name.logits" "$@" >"$out/$name.out" 2>"$out/$name.err"
+}
+if ! run resident; then
+  note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
+  exit 1
+fi
+grep -q 'experts tiered' "$out/resident.err" && { note "FAIL the all-resident run says tiered"; rc=1; }
+for case in "half-static 138 static" "half-heat 138 heat" "half-demand 138 demand" "one-demand 9 demand" \
+            "one-heat 9 heat" "none-static 0 static"; do
+  read -r name mib strategy <<<"$case"
+  if ! run "$name" --gpu-expert-mib "$mib" --placement-strategy "$strategy"; then
+    note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
+    rc=1
+    continue
+  fi
+  verdict=ok
+  cmp -s "$out/resident.logits" "$out/$name.logits" || verdict="FAIL logits differ"
+  grep -q 'experts tiered' "$out/$name.err" || verdict="FAIL no tiers line"
+  grep -q '^aff-run: experts (' "$out/$name.err" || verdict="FAIL no end line"
+  [ "$verdict" = ok ] || rc=1
+  note "aff-run --gpu-expert-mib $mib --placement-strategy $strategy: $verdict; $(grep '^aff-run: experts (' "$out/$name.err")"
+done
+[ $rc = 0 ] && note "tiers_device.sh: all passed" || note "tiers_device.sh: FAILURES"
+exit $rc

@@ -1,0 +1,280 @@
+// Device test of the expert tiers (GpuTierOptions, libaff/gpu/expert_tiers.hpp): codebook-
+// stored experts split between a GPU slab and a pinned host pool that the kernels read over
+// the bus, with the mover between calls, must give the all-resident model's logits bit for bit.
+// On the wide random container as TQ2875 (moe_gemm prefill, moe_gemv decode) and TQ2875R, and
+// on a 2-layer, 16-expert container of V4-Flash's real geometry (make_geometry_container's
+// library call): a reference sequence on the default model (every expert in the arena: a
+// 37-token prompt, greedy decode steps, a 6-token chunk, more steps), then the same calls on
+// tiered models, slab capped (GpuTierOptions::slab_cap, --gpu-expert-mib) at every expert, half
+// of them, one slot and none, with the mover static, demand (admits every miss) and heat. Rows:
+//   - every logit equals the reference's bit for bit (floats differing, 0);
+//   - the tier counts are plan_tiers's on the inputs the model reports (its own plan equals
+//     plan_tiers(inputs)), the slab holds the capped number of slots and the pool the rest,
+//     nothing on the SSD; the table's addresses, counted by where they point, agree (after the
+//     run too: every promotion demotes one);
+//   - the engine's hits add up: GPU hits + pool hits = expert reads, no SSD reads; with every
+//     expert in the slab no pool hit, with none no GPU hit;
+//   - static moves nothing; demand on a slab smaller than the model moves (> 0), and the
+//     decode graphs are not recaptured by the moves;
+//   - refusals: a plan with experts left for the SSD (pool of one slot) is unsupported;
+//     belady (needs the future) and an unknown strategy are usage errors; move_expert on a
+//     tiered model is a usage error.
+// On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
+// them untiered, same logits. Prints ms per decode step for each configuration.
+#include "device_test.hpp"
+#include "wide_container.hpp"
+
+#include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/core/error.hpp"
+#include "libaff/core/progress.hpp"
+#include "libaff/core/thread_pool.hpp"
+#include "libaff/gpu/forward.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/forward.hpp"
+#include "libaff/placement/tier_plan.hpp"
+#include "libaff/quant/geometry_container.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace aff::gpu::test;
+
+namespace {
+
+constexpr int kPrompt = 37, kChunk = 6, kStepsBefore = 8, kStepsAfter = 3;
+
+struct Script {
+    std::vector<std::int32_t> prompt, chunk, steps;  // steps filled by the reference run
+};
+
+struct Run {
+    std::vector<std::vector<float>> logits;
+    double step_ms = 0;               // mean over the decode steps
+    std::size_t recaptures = 0;       // decode graphs captured after the first step
+};
+
+Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
+    const int V = g.config().vocab_size;
+    Run r;
+    aff::gpu::GpuDecodeState st = g.new_state();
+    r.logits.push_back(g.forward(st, sc.prompt, false));
+    double ms = 0;
+    std::size_t captured_after_first = 0;
+    auto step = [&](int i) {
+        if (reference) sc.steps.push_back(argmax_last(r.logits.back(), V));
+        const std::int32_t one[1] = {sc.steps[i]};
+        const auto t0 = std::chrono::steady_clock::now();
+        r.logits.push_back(g.forward(st, one, false));
+        ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (i == 0) captured_after_first = g.graphs_captured();
+    };
+    for (int s = 0; s < kStepsBefore; ++s) step(s);
+    r.logits.push_back(g.forward(st, sc.chunk, true));
+    for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) step(s);
+    r.step_ms = ms / (kStepsBefore + kStepsAfter);
+    r.recaptures = g.graphs_captured() - captured_after_first;
+    return r;
+}
+
+long long differ(const Run& got, const Run& want) {
+    long long d = got.logits.size() == want.logits.size() ? 0 : 1;
+    for (std::size_t i = 0; i < std::min(got.logits.size(), want.logits.size()); ++i)
+        d += differing(got.logits[i], want.logits[i]);
+    return d;
+}
+
+bool same_plan(const aff::placement::TierPlan& a, const aff::placement::TierPlan& b) {
+    return a.gpu_slots == b.gpu_slots && a.host_slots == b.host_slots && a.ssd_experts == b.ssd_experts &&
+           a.gpu_budget == b.gpu_budget && a.headroom == b.headroom && a.slab_bytes == b.slab_bytes &&
+           a.pool_bytes == b.pool_bytes;
+}
+
+// 0 when f throws an aff::Error of `kind`, 1 otherwise.
+double error_of(aff::ErrorKind kind, const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const aff::Error& e) {
+        return e.kind() == kind ? 0.0 : 1.0;
+    }
+    return 1.0;
+}
+
+struct Config {
+    const char* name;
+    std::int64_t slots;  // slab slots; -1: every expert
+    const char* strategy;
+};
+
+void tiers_on(const std::string& label, const std::string& path, const std::vector<Config>& configs, std::vector<Row>& rows) {
+    aff::ThreadPool pool(0);
+    auto cpu = aff::Model::load(path, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
+    Script sc;
+    Run want;
+    std::size_t slot_bytes = 0;
+    std::int64_t experts = 0;
+    {
+        aff::gpu::GpuModel g(*cpu, &reader, {});
+        const aff::ModelConfig& c = g.config();
+        experts = std::int64_t(c.num_layers) * c.n_routed_experts;
+        sc.prompt = random_tokens(kPrompt, c.vocab_size);
+        sc.chunk = random_tokens(kChunk, c.vocab_size);
+        want = run(g, sc, true);
+        add(rows, "tiers", label + ": the default model is not tiered (fits)", g.tiers().tiered ? 1.0 : 0.0, 0.0);
+        slot_bytes = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+        std::printf("tiers: %s: all resident (arena) %.3f ms a decode step\n", label.c_str(), want.step_ms);
+    }
+    std::uint64_t resident = 0;  // what stays on the GPU when tiered (the first configuration's report)
+    for (const Config& cf : configs) {
+        const std::int64_t slots = cf.slots < 0 ? experts : cf.slots;
+        const std::string what = label + ", " + cf.name + " (" + std::to_string(slots) + " of " + std::to_string(experts) +
+                                 " in the slab, " + cf.strategy + ")";
+        try {
+            aff::gpu::GpuOptions o;
+            o.tiers.slab_cap = std::size_t(slots) * slot_bytes;
+            o.tiers.strategy = cf.strategy;
+            aff::gpu::GpuModel g(*cpu, &reader, o);
+            const aff::gpu::GpuTierReport before = g.tiers();
+            const Run got = run(g, sc, false);
+            const aff::gpu::GpuTierReport r = g.tiers();
+            add(rows, "tiers", what + ": floats differing", double(differ(got, want)), 0.0);
+            add(rows, "tiers", what + ": tiered", r.tiered ? 0.0 : 1.0, 0.0);
+            add(rows, "tiers", what + ": plan is plan_tiers(inputs)", same_plan(r.plan, aff::placement::plan_tiers(r.inputs)) ? 0.0 : 1.0, 0.0);
+            add(rows, "tiers", what + ": |slab slots - cap|", double(std::llabs(r.plan.gpu_slots - slots)), 0.0);
+            add(rows, "tiers", what + ": |pool slots - the rest|", double(std::llabs(r.plan.host_slots - (experts - slots))), 0.0);
+            add(rows, "tiers", what + ": experts on the SSD", double(r.plan.ssd_experts), 0.0);
+            add(rows, "tiers", what + ": |table in slab - slab slots| at load + after",
+                double(std::llabs(before.on_gpu - slots) + std::llabs(r.on_gpu - slots)), 0.0);
+            add(rows, "tiers", what + ": |table in pool - pool slots| at load + after",
+                double(std::llabs(before.in_pool - (experts - slots)) + std::llabs(r.in_pool - (experts - slots))), 0.0);
+            const aff::placement::Counters& k = r.counters;
+            add(rows, "tiers", what + ": |GPU hits + pool hits - reads| + SSD reads",
+                double(std::llabs(std::int64_t(k.gpu_hits + k.host_hits) - std::int64_t(k.accesses)) + k.ssd_reads), 0.0);
+            add(rows, "tiers", what + ": the mover saw expert reads (0 = none)", k.accesses > 0 ? 0.0 : 1.0, 0.0);
+            if (slots == experts) add(rows, "tiers", what + ": pool hits with every expert in the slab", double(k.host_hits), 0.0);
+            if (slots == 0) add(rows, "tiers", what + ": GPU hits with no slab", double(k.gpu_hits), 0.0);
+            if (std::string(cf.strategy) == "static") add(rows, "tiers", what + ": moves", double(r.moves), 0.0);
+            if (std::string(cf.strategy) == "demand" && slots > 0 && slots < experts)
+                add(rows, "tiers", what + ": demand moved nothing (1 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
+            add(rows, "tiers", what + ": decode graphs captured after the first step", double(got.recaptures), 0.0);
+            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
+            if (&cf == &configs.front()) {
+                resident = r.inputs.resident_bytes;
+                std::printf("tiers: %s\n", r.describe().c_str());
+                add(rows, "tiers", label + ": move_expert on a tiered model: usage error",
+                    usage_error([&] { g.move_expert(0, 0, g.expert_extent(0, 1).address); }), 0.0);
+            }
+        } catch (const std::exception& e) {
+            rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
+        }
+    }
+    // No slab cap: a --gpu-mib cap the model does not fit under tiers it by itself (headroom 0,
+    // room for half the experts and part of another).
+    if (resident > 0) {
+        const std::int64_t half = experts / 2;
+        const std::string what = label + ", --gpu-mib below the model (room for " + std::to_string(half) + " slots)";
+        try {
+            aff::gpu::GpuOptions o;
+            o.memory_cap_bytes = std::size_t(resident) + std::size_t(half) * slot_bytes + slot_bytes / 2;
+            o.tiers.headroom = 0;
+            aff::gpu::GpuModel g(*cpu, &reader, o);
+            const Run got = run(g, sc, false);
+            const aff::gpu::GpuTierReport r = g.tiers();
+            add(rows, "tiers", what + ": floats differing", double(differ(got, want)), 0.0);
+            add(rows, "tiers", what + ": tiered because it does not fit (1 = no)",
+                r.tiered && r.why.find("the model needs") != std::string::npos ? 0.0 : 1.0, 0.0);
+            add(rows, "tiers", what + ": |slab slots - room|", double(std::llabs(r.plan.gpu_slots - half)), 0.0);
+            add(rows, "tiers", what + ": |table in slab - room|", double(std::llabs(r.on_gpu - half)), 0.0);
+            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
+        } catch (const std::exception& e) {
+            rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
+        }
+    }
+    // Refusals.
+    {
+        aff::gpu::GpuOptions o;
+        o.tiers.slab_cap = slot_bytes;
+        o.tiers.host_pool = slot_bytes;  // room for one expert: the rest would be on the SSD
+        add(rows, "tiers", label + ": experts left for the SSD: unsupported",
+            error_of(aff::ErrorKind::unsupported, [&] { aff::gpu::GpuModel g(*cpu, &reader, o); }), 0.0);
+        o.tiers.host_pool.reset();
+        o.tiers.strategy = "belady";
+        add(rows, "tiers", label + ": --placement-strategy belady: usage error",
+            usage_error([&] { aff::gpu::GpuModel g(*cpu, &reader, o); }), 0.0);
+        o.tiers.strategy = "nonesuch";
+        add(rows, "tiers", label + ": an unknown strategy: usage error",
+            usage_error([&] { aff::gpu::GpuModel g(*cpu, &reader, o); }), 0.0);
+    }
+}
+
+// A model whose experts are not codebook-stored (dense stacks): a slab cap changes nothing.
+void untiered(const std::string& name, std::vector<Row>& rows) {
+    aff::ThreadPool pool(0);
+    const std::string dir = test_data() + "/models/" + name;
+    auto cpu = aff::Model::load(dir, pool);
+    const aff::Checkpoint ck(dir);
+    Script sc;
+    Run want;
+    {
+        aff::gpu::GpuModel g(*cpu, &ck, {});
+        sc.prompt = random_tokens(kPrompt, g.config().vocab_size);
+        sc.chunk = random_tokens(kChunk, g.config().vocab_size);
+        want = run(g, sc, true);
+    }
+    aff::gpu::GpuOptions o;
+    o.tiers.slab_cap = 1;
+    o.tiers.strategy = "demand";
+    aff::gpu::GpuModel g(*cpu, &ck, o);
+    const Run got = run(g, sc, false);
+    add(rows, "tiers", name + " (dense experts), slab cap: not tiered", g.tiers().tiered ? 1.0 : 0.0, 0.0);
+    add(rows, "tiers", name + " (dense experts), slab cap: floats differing", double(differ(got, want)), 0.0);
+}
+
+}  // namespace
+
+AFF_DEVICE_TEST("tiers") {
+    TempDir tmp("tiers");
+    aff::ThreadPool pool(0);
+    const std::vector<Config> wide = {
+        {"every expert", -1, "static"}, {"half", 6, "static"}, {"half", 6, "demand"}, {"half", 6, "heat"},
+        {"one slot", 1, "static"},      {"one slot", 1, "demand"}, {"one slot", 1, "heat"}, {"no slab", 0, "static"},
+    };
+    try {
+        for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
+            tiers_on(label, path, wide, rows);
+        });
+    } catch (const std::exception& e) {
+        rows.push_back({"tiers", std::string("wide container threw: ") + e.what(), INFINITY, 0.0, false});
+    }
+    try {
+        aff::quant::GeometryContainerOptions g;
+        g.out_path = tmp / "v4-2x16.aff";
+        g.layers = 2;
+        g.experts = 16;
+        g.vocab = 4096;
+        g.tool = "aff_gpu_tests";
+        const auto t0 = std::chrono::steady_clock::now();
+        aff::quant::write_geometry_container(g, pool, aff::null_progress());
+        std::printf("tiers: V4-Flash geometry, 2 layers of 16 experts written in %.1f s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        tiers_on("V4 geometry 2x16", g.out_path,
+                 {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand"},
+                  {"no slab", 0, "static"}},
+                 rows);
+    } catch (const std::exception& e) {
+        rows.push_back({"tiers", std::string("V4 geometry container threw: ") + e.what(), INFINITY, 0.0, false});
+    }
+    for (const char* name : {"tiny-a", "tiny-trained"}) {
+        try {
+            untiered(name, rows);
+        } catch (const std::exception& e) {
+            rows.push_back({"tiers", std::string(name) + " threw: " + e.what(), INFINITY, 0.0, false});
+        }
+    }
+}
