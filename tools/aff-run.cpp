@@ -191,8 +191,7 @@ int main(int argc, char** argv) {
                              " generated tokens do not fit the context of " + std::to_string(context) + " tokens (-c)");
 
         aff::BackendOptions backend_options;
-        backend_options.gpus = gpu.gpus;
-        backend_options.gpu_mib = gpu.gpu_mib;
+        aff::cli::set_backend(gpu, backend_options);
         auto backend = aff::open_sequence(*model, model_path, backend_options, fwd);
         // Chat turns, forced continuations and route traces (which would record the routing of
         // rejected guesses) run without drafts.
@@ -308,6 +307,8 @@ int main(int argc, char** argv) {
                      st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
                      st.ended_by_end_token ? ", ended by EOS" : "");
         if (cb.drafter) std::fprintf(stderr, "aff-run: %s\n", aff::acceptance_summary(st).c_str());
+        if (const std::string tiers = backend->placement_summary(); !tiers.empty())
+            std::fprintf(stderr, "aff-run: %s\n", tiers.c_str());
         return aff::cli::exit_ok;
     }, {{"-cnv", "--chat"}});
 }

@@ -100,8 +100,7 @@ int main(int argc, char** argv) {
         aff::check_draft_with_route_trace(draft, !engine.route_trace.empty());
         engine.threads = threads;
         engine.draft = draft;
-        engine.backend.gpus = gpu.gpus;
-        engine.backend.gpu_mib = gpu.gpu_mib;
+        aff::cli::set_backend(gpu, engine.backend);
         {
             std::uint64_t mib = 0;
             const char* end = prefix_cache_mib.data() + prefix_cache_mib.size();

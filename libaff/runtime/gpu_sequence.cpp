@@ -40,6 +40,7 @@ public:
             s += (s.empty() ? "GPU " : ", GPU ") + std::to_string(d) + " (" + gpu::device_info(d).name + ")";
         return s + "; " + model_.describe();
     }
+    std::string placement_summary() const override { return model_.tiers().summary(); }
     std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
     std::int64_t position() const override { return state_.position; }
     void reset() override {

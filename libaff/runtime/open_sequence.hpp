@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace aff {
@@ -17,6 +18,14 @@ namespace aff {
 struct BackendOptions {
     int gpus = -1;               // --gpus: -1 = use a GPU when one is visible, 0 = CPU, N = N GPUs
     std::size_t gpu_mib = 0;     // --gpu-mib: device memory cap, 0 = all free memory
+    // The expert tiers (libaff/gpu/forward.hpp GpuTierOptions), in MiB; unset: derived.
+    std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
+    std::size_t host_pool_reserve_mib = 1536;
+    std::string placement_strategy = "heat";
+    // --expert-profile: the initial placement's order (busiest first into the GPU slab);
+    // empty: the container's own profile section when it has one for this model, else
+    // layer-major order.
+    std::string expert_profile;
 };
 
 // Picks and builds the sequence's backend; `cpu` must outlive it. model_path is the checkpoint

@@ -43,6 +43,9 @@ public:
 
     // One line: the device and where each part of the model runs.
     virtual std::string describe() const = 0;
+    // One line for the end of a run: what the expert tiers' mover did (hit rate per tier,
+    // PCIe bytes and moves a token); empty where the experts are not tiered.
+    virtual std::string placement_summary() const { return {}; }
     virtual bool on_gpu() const { return false; }
     // Rows of the logits forward returns.
     virtual std::size_t vocab_size() const = 0;

@@ -4,6 +4,7 @@
 #include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/printable.hpp"
+#include "libaff/runtime/open_sequence.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -113,8 +114,45 @@ Gpu& add_gpu(CLI::App& app) {
         ->check(whole_number_at_least(0))
         ->default_str("auto");
     app.add_option("--gpu-mib", g.gpu_mib, "cap on the GPU memory used, in MiB (0 = all free memory)")
+        ->check(whole_number_at_least(0))
         ->default_str("0");
+    app.add_option("--gpu-expert-mib", g.gpu_expert_mib,
+                   "tier the routed experts with a GPU slab of at most this many MiB (default: tiers only when the model does not fit)")
+        ->check(whole_number_at_least(0));
+    app.add_option("--gpu-headroom-mib", g.gpu_headroom_mib,
+                   "GPU memory the expert tiers leave free, in MiB (default: 256 or 3 % of the GPU, whichever is more)")
+        ->check(whole_number_at_least(0));
+    app.add_option("--host-pool-mib", g.host_pool_mib,
+                   "pinned host pool for routed experts, in MiB (default: MemAvailable less the reserve)")
+        ->check(whole_number_at_least(0));
+    app.add_option("--host-pool-reserve-mib", g.host_pool_reserve_mib, "host memory the pool leaves to the system, in MiB")
+        ->check(whole_number_at_least(0))
+        ->default_str("1536");
+    app.add_option("--placement-strategy", g.placement_strategy,
+                   "how the mover places tiered experts between calls: heat, demand, static (nothing moves), lru, lfu")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                for (const char* name : {"heat", "demand", "static", "lru", "lfu"})
+                    if (text == name) return {};
+                return "expected heat, demand, static, lru or lfu, got \"" + text + "\"";
+            },
+            "NAME", "placement strategy"))
+        ->default_str("heat");
+    app.add_option("--expert-profile", g.expert_profile,
+                   "expert profile (aff-profile) ordering the tiered experts' initial placement (default: the container's)")
+        ->check(CLI::ExistingFile);
     return g;
+}
+
+void set_backend(const Gpu& g, BackendOptions& out) {
+    out.gpus = g.gpus;
+    out.gpu_mib = g.gpu_mib;
+    out.gpu_expert_mib = g.gpu_expert_mib;
+    out.gpu_headroom_mib = g.gpu_headroom_mib;
+    out.host_pool_mib = g.host_pool_mib;
+    out.host_pool_reserve_mib = g.host_pool_reserve_mib;
+    out.placement_strategy = g.placement_strategy;
+    out.expert_profile = g.expert_profile;
 }
 
 namespace {

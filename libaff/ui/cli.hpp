@@ -19,7 +19,12 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+
+namespace aff {
+struct BackendOptions;  // libaff/runtime/open_sequence.hpp
+}
 
 namespace aff::cli {
 
@@ -44,9 +49,18 @@ std::size_t& add_threads(CLI::App& app);
 struct Gpu {
     int gpus = -1;             // -1: a GPU when one is visible; 0: the CPU; N: N GPUs
     std::size_t gpu_mib = 0;   // device memory cap in MiB; 0 = all free memory
+    // The expert tiers (libaff/gpu/expert_tiers.hpp); unset: derived.
+    std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
+    std::size_t host_pool_reserve_mib = 1536;
+    std::string placement_strategy = "heat";
+    std::string expert_profile;  // --expert-profile FILE
 };
-// Adds --gpus N and --gpu-mib MIB; returns the struct they fill.
+// Adds --gpus N, --gpu-mib MIB and the expert tiers' options (--gpu-expert-mib,
+// --gpu-headroom-mib, --host-pool-mib, --host-pool-reserve-mib, --placement-strategy, --expert-profile);
+// returns the struct they fill.
 Gpu& add_gpu(CLI::App& app);
+// The backend's options from them (--gpus, --gpu-mib, the tiers').
+void set_backend(const Gpu& gpu, BackendOptions& out);
 
 struct Ui {
     std::string mode = "auto";  // --ui: auto, dash, plain (libaff/ui/live_view.hpp)
