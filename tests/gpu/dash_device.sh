@@ -25,6 +25,8 @@ for _ in $(seq 120); do
     pane_styled > "$out/dash-gpu.ansi"
     frames=$((frames + 1))
     [ $frames -ge 6 ] && break
+  elif [ $frames -gt 0 ]; then
+    break  # the run ended and the view closed
   fi
   sleep 0.5
 done

@@ -123,7 +123,7 @@ AFF_DEVICE_TEST("trellis random") {
             w[0 * c + j] = 0.25f;
             w[1 * c + j] = 0.0f;
             w[2 * c + j] = j == 300 ? 1.0f : 0.0f;
-            w[3 * c + j] *= 1e30f;
+            w[3 * c + j] *= 1e15f;  // huge, yet inside the +-2^64 the quantiser takes
             w[4 * c + j] *= 1e-30f;
             w[5 * c + j] = (j % 2) ? 1.0f : -1.0f;
         }
@@ -133,6 +133,19 @@ AFF_DEVICE_TEST("trellis random") {
         compare(rows, "odd rows, importance with zeros", w, r, c, q, off);
         compare(rows, "odd rows, flat", w, r, c, {}, off);
         compare(rows, "odd rows, rotated", w, r, c, {}, on);
+        // Past 2^64 the quantiser refuses the matrix (a format error naming row and column) on
+        // either search, before searching anything.
+        w[3 * c + 5] = 1e30f;
+        for (const bool on_gpu : {false, true}) {
+            double refused = 1.0;
+            try {
+                quantise(w, r, c, {}, off, on_gpu);
+            } catch (const aff::Error& e) {
+                refused = e.kind() == aff::ErrorKind::format ? 0.0 : 1.0;
+            }
+            add(rows, "trellis", std::string("a weight of 1e30 refused as a format error (") + (on_gpu ? "GPU" : "CPU") + " search)",
+                refused, 0.0);
+        }
     }
     compare(rows, "fp4 full expert w1 geometry", fp4(2048, 4096), 2048, 4096, {}, on);
 }
