@@ -28,14 +28,17 @@ using ops::silu;
 using ops::softplus;
 
 // Y[t, r] = W[r, :] · X[t, :] for t < n, r < rows: the one matrix product of the model.
-// Split over rows so a single token (decode) still uses every thread.
-void gemm(ThreadPool& pool, const float* W, int rows, int cols, const float* X, int ldx, int n, float* Y, int ldy) {
+// Split over rows so a single token (decode) still uses every thread. ldw: W's row stride (0:
+// cols), for a column slab of a wider matrix (a tensor-parallel rank's share, SubLayerShard).
+void gemm(ThreadPool& pool, const float* W, int rows, int cols, const float* X, int ldx, int n, float* Y, int ldy,
+          int ldw = 0) {
+    const std::size_t stride = ldw > 0 ? std::size_t(ldw) : std::size_t(cols);
     const std::size_t min_chunk = std::max<std::size_t>(1, 8192 / std::max<std::size_t>(1, std::size_t(cols) * n));
     pool.parallel_for(
         static_cast<std::size_t>(rows),
         [&](std::size_t r0, std::size_t r1) {
             for (std::size_t r = r0; r < r1; ++r) {
-                const float* w = W + r * cols;
+                const float* w = W + r * stride;
                 for (int t = 0; t < n; ++t) Y[std::size_t(t) * ldy + r] = dot(w, X + std::size_t(t) * ldx, cols);
             }
         },
@@ -173,18 +176,23 @@ void Model::compress(const CompressorWeights& w, CompressorState& st, std::int64
 
 // §3.4-3.8: attention of n tokens at positions start.. over the sliding window and,
 // for CSA/HCA layers, the compressed entries visible to each query.
+// A shard computes only its output groups' heads and its share of wo_b's product (a partial
+// sum of out); the replicated parts (q_a, the latent, compressor, indexer, ring) run whole.
 void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                      const float* a, float* out, SelectionMargins* margins) const {
+                      const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard) const {
     const ModelConfig& c = config_;
     const AttentionWeights& w = lw.attn;
-    const int H = c.num_heads, Dh = c.head_dim, Dr = c.rope_dim, Rq = c.q_lora_rank, W = c.sliding_window;
+    const int Dh = c.head_dim, Dr = c.rope_dim, Rq = c.q_lora_rank, W = c.sliding_window;
+    const int G = c.o_groups, g0 = shard.group_first, g1 = shard.group_end < 0 ? G : shard.group_end;
+    if (g0 < 0 || g1 > G || g0 > g1) throw_internal("attention: output groups out of range");
+    const int H = (g1 - g0) * (c.num_heads / G), h0 = g0 * (c.num_heads / G);  // this shard's heads
     const std::vector<float>& inv_freq = kind == AttentionKind::sliding ? inv_freq_main_ : inv_freq_compress_;
 
     // Query path: low-rank q, per-head unweighted RMS norm, RoPE on the trailing Dr.
     std::vector<float> cq(std::size_t(n) * Rq), q(std::size_t(n) * H * Dh), kv(std::size_t(n) * Dh);
     gemm(pool_, w.wq_a, a, n, cq.data());
     for (int t = 0; t < n; ++t) rms_norm(&cq[std::size_t(t) * Rq], Rq, w.q_norm.data(), c.rms_norm_eps, &cq[std::size_t(t) * Rq]);
-    gemm(pool_, w.wq_b, cq.data(), n, q.data());
+    gemm(pool_, w.wq_b.row(h0 * Dh), H * Dh, Rq, cq.data(), Rq, n, q.data(), H * Dh);
     // The single latent that is both key and value.
     gemm(pool_, w.wkv, a, n, kv.data());
     for (int t = 0; t < n; ++t) {
@@ -238,33 +246,53 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
 
     // Scores with the per-head sink in the denominator, then the conjugate rotation.
     std::vector<float> o(std::size_t(n) * H * Dh);
-    attend(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), st.ring.data(), entries, w.sink.data(), o.data());
+    if (H > 0)
+        attend(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), st.ring.data(), entries,
+               w.sink.data() + h0, o.data());
     for (int t = 0; t < n; ++t)
         for (int h = 0; h < H; ++h) rope(&o[(std::size_t(t) * H + h) * Dh] + Dh - Dr, inv_freq, start + t, /*inverse=*/true);
     // The ring keeps the last W latents (written after all queries have read it).
     ring_store(st.ring.data(), kv.data(), n, Dh, W, start);
 
     // Grouped low-rank output projection: group g maps its H/G heads through wo_a[g].
-    const int G = c.o_groups, Ro = c.o_lora_rank, group_in = H * Dh / G;
-    std::vector<float> z(std::size_t(n) * G * Ro);
-    for (int g = 0; g < G; ++g)
-        gemm(pool_, w.wo_a.row(g * Ro), Ro, group_in, o.data() + std::size_t(g) * group_in, H * Dh, n,
-             z.data() + std::size_t(g) * Ro, G * Ro);
-    gemm(pool_, w.wo_b, z.data(), n, out);
+    const int Gs = g1 - g0, Ro = c.o_lora_rank, group_in = c.num_heads * Dh / G, D = c.hidden_size;
+    if (Gs == 0) {
+        std::fill(out, out + std::size_t(n) * D, 0.0f);
+        return;
+    }
+    std::vector<float> z(std::size_t(n) * Gs * Ro);
+    for (int g = 0; g < Gs; ++g)
+        gemm(pool_, w.wo_a.row((g0 + g) * Ro), Ro, group_in, o.data() + std::size_t(g) * group_in, H * Dh, n,
+             z.data() + std::size_t(g) * Ro, Gs * Ro);
+    gemm(pool_, w.wo_b.w.data() + std::size_t(g0) * Ro, D, Gs * Ro, z.data(), Gs * Ro, n, out, D, G * Ro);
 }
 
-void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out) const {
+void Model::attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out,
+                            const SubLayerShard& shard) const {
     if (layer < 0 || layer >= config_.num_layers) throw_internal("attention_block: layer out of range");
-    attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out, nullptr);
+    attention(weights_.layers[layer], config_.attention[layer], st, start, n, a, out, nullptr, shard);
+}
+
+void Model::moe_block(int layer, std::span<const std::int32_t> tokens, std::int64_t start, const float* b, float* out,
+                      const SubLayerShard& shard) const {
+    if (layer < 0 || layer >= config_.num_layers) throw_internal("moe_block: layer out of range");
+    moe(weights_.layers[layer].ffn, layer, config_.hash_routed[layer], tokens, b, out, start, nullptr, nullptr, shard);
 }
 
 // §3.9: router (router.hpp: sqrtsoftplus; bias for selection only, or tid2eid for hash
 // layers), routed SwiGLU experts with clamps, shared expert.
+// A shard computes the router whole, then only its intermediate rows of the shared expert and
+// either its rows of every routed expert (halved) or its own experts whole (shard.owned).
 void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-                float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes) const {
+                float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes,
+                const SubLayerShard& shard) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), E = c.n_routed_experts, k = c.experts_per_token, I = c.moe_intermediate_size,
               D = c.hidden_size;
+    const int row0 = shard.inter_first, row1 = shard.inter_end < 0 ? I : shard.inter_end, Is = row1 - row0;
+    if (row0 < 0 || row1 > I || row0 > row1) throw_internal("moe: intermediate rows out of range");
+    if (shard.owned && int(shard.owned->size()) != E) throw_internal("moe: expert owners do not match the layer");
+    const bool routed_rows = !shard.owned && Is < I;  // halved experts: only this shard's rows
     const float limit = static_cast<float>(c.swiglu_limit);
     std::vector<float> logits(std::size_t(n) * E);
     gemm(pool_, w.gate, b, n, logits.data());
@@ -286,9 +314,14 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
             for (std::size_t i = i0; i < i1; ++i) {
                 const float* x = b + (i / k) * D;
                 const int e = chosen[i];
+                if (shard.owned && !(*shard.owned)[e]) continue;  // another rank's expert: adds zero
                 experts.matvec(layer_index, e, ExpertMatrix::w1, x, h1.data());
                 experts.matvec(layer_index, e, ExpertMatrix::w3, x, h3.data());
                 for (int j = 0; j < I; ++j) h1[j] = silu(std::min(h1[j], limit)) * std::clamp(h3[j], -limit, limit);
+                // Rows of other ranks left out of w2's product (exact zeros: the sum is this shard's).
+                if (routed_rows)
+                    for (int j = 0; j < I; ++j)
+                        if (j < row0 || j >= row1) h1[j] = 0.0f;
                 float* y = &routed[i * D];
                 experts.matvec(layer_index, e, ExpertMatrix::w2, h1.data(), y);
                 for (int d = 0; d < D; ++d) y[d] *= gates[i];
@@ -298,12 +331,12 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
             for (int j = 0; j < k; ++j)
                 for (int d = 0; d < D; ++d) out[std::size_t(t) * D + d] += routed[(std::size_t(t) * k + j) * D + d];
     }
-    if (w.has_shared) {
-        std::vector<float> g1(std::size_t(n) * I), g3(std::size_t(n) * I), y(std::size_t(n) * D);
-        gemm(pool_, w.shared_w1, b, n, g1.data());
-        gemm(pool_, w.shared_w3, b, n, g3.data());
+    if (w.has_shared && Is > 0) {
+        std::vector<float> g1(std::size_t(n) * Is), g3(std::size_t(n) * Is), y(std::size_t(n) * D);
+        gemm(pool_, w.shared_w1.row(row0), Is, D, b, D, n, g1.data(), Is);
+        gemm(pool_, w.shared_w3.row(row0), Is, D, b, D, n, g3.data(), Is);
         for (std::size_t i = 0; i < g1.size(); ++i) g1[i] = silu(std::min(g1[i], limit)) * std::clamp(g3[i], -limit, limit);
-        gemm(pool_, w.shared_w2, g1.data(), n, y.data());
+        gemm(pool_, w.shared_w2.w.data() + row0, D, Is, g1.data(), Is, n, y.data(), D, I);
         for (std::size_t i = 0; i < y.size(); ++i) out[i] += y[i];
     }
 }
@@ -345,10 +378,10 @@ void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind 
         }
     };
     collapse(w.hc_attn, w.attn_norm);
-    attention(w, kind, st, start, n, u.data(), f.data(), margins);
+    attention(w, kind, st, start, n, u.data(), f.data(), margins, SubLayerShard{});
     expand();
     collapse(w.hc_ffn, w.ffn_norm);
-    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins, routes);
+    moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins, routes, SubLayerShard{});
     expand();
 }
 

@@ -58,6 +58,19 @@ struct DecodeState {
     RouteObserver* routes = nullptr;      // route traces: sees the main layers' routing
 };
 
+// The part of a sub-layer one tensor-parallel rank computes (libaff/placement/tensor_split.hpp
+// says why the cuts fall where they do): output groups [group_first, group_end) of the
+// attention (their heads, wo_a rows and wo_b input columns); intermediate rows [inter_first,
+// inter_end) of the shared expert and, when owned is null, of every routed expert (halved);
+// with owned, only the routed experts e with (*owned)[e] != 0, whole. Each rank's output is a
+// partial sum of the sub-layer's: the ranks' outputs summed (an all-reduce) give the whole.
+// The norms, the latent, compressor, indexer and router run whole on every rank. -1: to the end.
+struct SubLayerShard {
+    int group_first = 0, group_end = -1;
+    int inter_first = 0, inter_end = -1;
+    const std::vector<char>* owned = nullptr;
+};
+
 struct ForwardOptions {
     int max_layers = -1;               // run only the first N main layers (diagnostics); -1 = all
     bool no_routed_experts = false;    // skip routed experts (diagnostics: shared expert only)
@@ -99,7 +112,14 @@ public:
     // normalised attention input [n, D], out receives [n, D]; st is read and advanced as
     // forward() does. For backends that run the rest of the layer elsewhere (libaff/gpu runs
     // attention here until the attention kernels are wired in).
-    void attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out) const;
+    // With a shard, out receives that rank's partial sum (SubLayerShard); st advances the same.
+    void attention_block(int layer, LayerState& st, std::int64_t start, int n, const float* a, float* out,
+                         const SubLayerShard& shard = {}) const;
+
+    // One main layer's MoE (§3.9) for tokens at positions start..: b is the normalised input
+    // [n, D], out receives [n, D] (a shard's partial sum with a shard). No route observer.
+    void moe_block(int layer, std::span<const std::int32_t> tokens, std::int64_t start, const float* b, float* out,
+                   const SubLayerShard& shard = {}) const;
 
 private:
     struct Scratch;
@@ -107,10 +127,11 @@ private:
                        std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
                        SelectionMargins* margins, RouteObserver* routes) const;
     void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                   const float* a, float* out, SelectionMargins* margins) const;
+                   const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard) const;
     void compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const;
     void moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
-             float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes) const;
+             float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes,
+             const SubLayerShard& shard) const;
     void hyper_head_logits(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* x, int n,
                            float* logits) const;
 
