@@ -4,6 +4,9 @@
 
 #include "libaff/core/error.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace aff {
 
 std::vector<Shard> split_units(int units, int ranks) {
@@ -211,6 +214,44 @@ LayerTensorPlan plan_global_split(const ModelConfig& c, const TensorSplitOptions
     b.split("head.weight", SubLayer::head, SplitKind::column, Storage::bf16, V, D, vu, vocab);
     p.collectives.push_back({"head.weight", true, V});
     return p;
+}
+
+RankSlabs plan_rank_slabs(const ModelConfig& c, const TensorSplitOptions& o) {
+    RankSlabs s;
+    s.experts = o.experts;
+    s.dense_bytes = plan_global_split(c, o).rank_bytes;
+    s.expert_slot_bytes.assign(o.ranks, 0);
+    s.model_experts = std::size_t(c.num_layers) * std::size_t(c.n_routed_experts);
+    for (int l = 0; l < c.num_layers; ++l) {
+        const LayerTensorPlan p = plan_layer_split(c, l, o);
+        std::vector<std::size_t> expert_bytes(o.ranks, 0);
+        std::size_t slot = 0;
+        for (const WeightSplit& w : p.weights)
+            if (w.name.rfind("ffn.experts.", 0) == 0) {
+                for (int r = 0; r < o.ranks; ++r) expert_bytes[r] += w.rank_bytes[r];
+                slot += w.whole_bytes / w.copies;
+            }
+        for (int r = 0; r < o.ranks; ++r) {
+            s.dense_bytes[r] += p.rank_bytes[r] - expert_bytes[r];
+            // Every layer's experts have one shape, so the last layer's slot stands for all.
+            s.expert_slot_bytes[r] = o.experts == ExpertSplit::whole ? slot : expert_bytes[r] / std::size_t(c.n_routed_experts);
+        }
+    }
+    return s;
+}
+
+std::size_t resident_experts(const RankSlabs& s, const std::vector<std::size_t>& slab_bytes) {
+    if (slab_bytes.size() != s.expert_slot_bytes.size())
+        throw_usage("slab sizes for " + std::to_string(slab_bytes.size()) + " ranks, the split has " +
+                    std::to_string(s.expert_slot_bytes.size()));
+    std::size_t total = 0, fewest = SIZE_MAX;
+    for (std::size_t r = 0; r < slab_bytes.size(); ++r) {
+        // A rank with no share of the experts (more ranks than intermediate units) never limits.
+        const std::size_t n = s.expert_slot_bytes[r] == 0 ? SIZE_MAX : slab_bytes[r] / s.expert_slot_bytes[r];
+        fewest = std::min(fewest, n);
+        if (n != SIZE_MAX) total += n;
+    }
+    return std::min(s.model_experts, s.experts == ExpertSplit::whole ? total : fewest);
 }
 
 }  // namespace aff

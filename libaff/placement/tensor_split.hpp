@@ -118,4 +118,21 @@ LayerTensorPlan plan_global_split(const ModelConfig& config, const TensorSplitOp
 // Which shard of `shards` covers unit u (-1 when none does).
 int rank_of_unit(const std::vector<Shard>& shards, int u);
 
+// What the placement engine sees of N ranks: per rank, the bytes that must be resident (every
+// main layer's weights but the routed experts, and the global weights; the MTP layers are not
+// counted) and the bytes one resident (layer, expert) takes in that rank's slab: its shard when
+// halved, the whole expert when whole.
+struct RankSlabs {
+    ExpertSplit experts = ExpertSplit::halved;
+    std::vector<std::size_t> dense_bytes;
+    std::vector<std::size_t> expert_slot_bytes;
+    std::size_t model_experts = 0;  // routed (layer, expert) pairs of the main layers
+};
+RankSlabs plan_rank_slabs(const ModelConfig& config, const TensorSplitOptions& options);
+
+// How many (layer, expert) pairs N slabs of slab_bytes[r] hold: halved, an expert needs its slot
+// on every rank, so the smallest rank's count; whole, each rank holds its own, so the sum (which
+// experts a rank owns is the placement's choice). At most the model's count.
+std::size_t resident_experts(const RankSlabs& slabs, const std::vector<std::size_t>& slab_bytes);
+
 }  // namespace aff

@@ -2,7 +2,9 @@
 // configs and of DeepSeek-V4-Flash's real config at 1, 2, 3, 4, 8 (and 16) ranks, that every
 // split weight's shards cover its rows or columns exactly once, the attention's weights follow
 // one group split, bytes per rank sum to the whole, the collectives (one per sub-layer), and
-// the real model's bytes per rank in both expert forms against figures worked out by hand.
+// the real model's bytes per rank in both expert forms against figures worked out by hand, and
+// the N slabs the placement engine sees (dense bytes per rank, one expert's slot per rank, how
+// many experts N slabs hold).
 #include "libaff/checkpoint/config.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/placement/tensor_split.hpp"
@@ -239,4 +241,52 @@ TEST_CASE("a tensor split names what it cannot take", "[placement]") {
     CHECK(error_of(c, o) == "the expert owners name 2 experts, the layer has 8");
     o.expert_owner = {0, 1, 0, 1, 0, 1, 0, 2};
     CHECK(error_of(c, o) == "expert owner rank 2 is outside [0, 2)");
+}
+
+TEST_CASE("N slabs: V4-Flash's resident bytes per rank and the experts N slabs hold", "[placement]") {
+    const aff::ModelConfig c = aff::parse_model_config(aff::quant::deepseek_v4_flash_config(), "config");
+    aff::TensorSplitOptions o;
+    o.checkpoint_storage = true;
+    o.intermediate_unit = 128;
+    o.vocab_unit = 128;
+    const aff::RankSlabs one = aff::plan_rank_slabs(c, o);
+    REQUIRE(one.dense_bytes.size() == 1);
+    CHECK(one.expert_slot_bytes[0] == 13'369'344);
+    CHECK(one.model_experts == 43 * 256);
+    // The dense bytes as worked out separately from the model doc's §2.2-2.3 tables (FP8 with
+    // its block scales, BF16, F32; tid2eid I64 on layers 0-2): 8.24 GiB on one card, 4.73 GiB on
+    // each of two, 2.10 GiB on each of eight (ranks 0-1 take one more vocabulary block of 128).
+    CHECK(one.dense_bytes[0] == 8'845'959'388u);
+    o.ranks = 8;
+    const aff::RankSlabs eight = aff::plan_rank_slabs(c, o);
+    CHECK(eight.dense_bytes[0] == 2'259'554'940u);
+    CHECK(eight.dense_bytes[7] == 2'257'457'788u);
+    const std::size_t GiB = std::size_t(1) << 30;
+    for (ExpertSplit experts : {ExpertSplit::halved, ExpertSplit::whole}) {
+        o.experts = experts;
+        o.ranks = 2;
+        const aff::RankSlabs two = aff::plan_rank_slabs(c, o);
+        // Each rank holds less than one card's dense weights, more than half (the replicated part).
+        for (std::size_t d : two.dense_bytes) {
+            CHECK(d < one.dense_bytes[0]);
+            CHECK(2 * d > one.dense_bytes[0]);
+        }
+        CHECK(two.dense_bytes[0] == 5'081'400'924u);
+        CHECK(two.dense_bytes[1] == 5'081'400'924u);
+        CHECK(two.expert_slot_bytes[0] == (experts == ExpertSplit::halved ? 6'684'672u : 13'369'344u));
+        // Two 20 GiB slabs: 21474836480 / 6684672 = 3212.6 halves on each card, or 1606.3 whole
+        // experts on each card.
+        CHECK(aff::resident_experts(two, {20 * GiB, 20 * GiB}) == 3212);
+        CHECK(aff::resident_experts(two, {2000 * GiB, 2000 * GiB}) == 43 * 256);
+        CHECK_THROWS_AS(aff::resident_experts(two, {20 * GiB}), aff::Error);
+    }
+    // Three ranks: intermediate rows 768, 640, 640, so rank 0's slot of 3 · 768 · 2176 bytes limits
+    // the halved form (10 GiB / 5013504 = 2141.7) while whole experts fill every slab (3 · 803).
+    o.ranks = 3;
+    o.experts = ExpertSplit::halved;
+    const aff::RankSlabs h3 = aff::plan_rank_slabs(c, o);
+    CHECK(h3.expert_slot_bytes == std::vector<std::size_t>{5'013'504, 4'177'920, 4'177'920});
+    CHECK(aff::resident_experts(h3, {10 * GiB, 10 * GiB, 10 * GiB}) == 2141);
+    o.experts = ExpertSplit::whole;
+    CHECK(aff::resident_experts(aff::plan_rank_slabs(c, o), {10 * GiB, 10 * GiB, 10 * GiB}) == 3 * 803);
 }
