@@ -280,11 +280,14 @@ int main(int argc, char** argv) {
             cb.between_dispatches = [&](const aff::Dispatch&) { recorder->begin(0, aff::trace::Phase::decode); };
         }
         cb.drafter = drafter.drafter.get();
+        // The dashboard's Drafts panel, as the verify calls go.
+        cb.on_verified = [&](const aff::GenerateStats& s) {
+            if (s.drafted_tokens > 0)
+                board.publish_drafts({double(s.accepted_tokens) / double(s.drafted_tokens), aff::mean_accepted(s)});
+        };
         board.start_request(request);
         const aff::GenerateStats st = aff::generate(*backend, gen, cb);
         board.finish_request(request);
-        if (cb.drafter && st.drafted_tokens > 0)
-            board.publish_drafts({double(st.accepted_tokens) / double(st.drafted_tokens), aff::mean_accepted(st)});
         if (heat) heat->publish();
         view.output((stream ? stream->finish() : std::string()) + '\n');
         view.stop();

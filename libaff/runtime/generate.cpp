@@ -111,6 +111,7 @@ void Loop::note_verified(std::size_t proposed, std::size_t accepted) {
     for (std::size_t i = 0; i < proposed; ++i) ++stats_.drafted_at[i];
     for (std::size_t i = 0; i < accepted; ++i) ++stats_.accepted_at[i];
     drafter_->verified(proposed, accepted);
+    if (h_.on_verified) h_.on_verified(stats_);
 }
 
 std::int32_t Loop::choose(std::span<const float> logits) {

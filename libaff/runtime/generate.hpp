@@ -75,6 +75,8 @@ struct Dispatch {
     double seconds = 0;
 };
 
+struct GenerateStats;
+
 struct GenerateHooks {
     // Each step, as soon as its token is chosen; return false to stop (the client went away).
     std::function<bool(const GenerationStep&)> on_step;
@@ -86,6 +88,8 @@ struct GenerateHooks {
     std::function<bool()> cancelled;
     // After every forward call (placement, observers).
     std::function<void(const Dispatch&)> between_dispatches;
+    // After each verified proposal of the drafter, the statistics so far (live acceptance).
+    std::function<void(const GenerateStats&)> on_verified;
     Drafter* drafter = nullptr;
 };
 

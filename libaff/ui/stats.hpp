@@ -37,7 +37,7 @@ struct RequestRow {
     double tok_s = 0;  // decode speed of this request so far
 };
 
-// Speculative decoding: aff-run publishes these when a run with drafts ends.
+// Speculative decoding: aff-run publishes these as its verify calls go (not aff-serve yet).
 struct DraftFigures {
     double acceptance_rate = 0;        // accepted / drafted tokens
     double mean_accepted_length = 0;   // accepted tokens per verify step

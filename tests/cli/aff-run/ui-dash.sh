@@ -1,24 +1,27 @@
 # The live view in a real terminal (tmux, 80x24): every panel is drawn with sane figures
 # from a CPU run of the trained tiny fixture (4 layers of 16 experts; slow enough, a few
 # hundred tok/s on one thread, that 4000 tokens outlast the case), the expert plane is
-# coloured by tier (host memory: yellow) with the router's heat, a resize to 120x40 redraws
+# coloured by tier (host memory: yellow) with the router's heat, the Drafts panel shows the
+# MTP drafts' acceptance (--draft auto probes drafts early), a resize to 120x40 redraws
 # at the new size, and q closes the view with the terminal restored (cooked mode, echo, no
 # alternate screen), the held text printed and status 130 (as Ctrl-C).
 . "$SRC/tests/cli/tmux.bash"
 pane_start 80 24 "LANG=C.UTF-8 aff-run -m '$DATA/models/tiny-trained' -p 'Once upon a time' -n 4000 --ignore-eos --temp 0 -t 1 --ui dash;" \
   "echo status=\$? >'$PWD/status'; stty -a >'$PWD/stty.after'"
 pane_wait 'decode +[1-9][0-9]*\.[0-9] tok/s'  # a frame with tokens decoded in its last second
+pane_wait 'accepted +[0-9]+\.[0-9] %'  # the drafts' figures (--draft auto probes drafts early)
 pane_text > shot-80x24.txt
 pane_styled > shot-80x24.ansi
 [ "$(wc -l < shot-80x24.txt)" -le 24 ]
 [ "$(pane_width)" -le 80 ]
 head -1 shot-80x24.txt | grep -q '^ aff-run | tiny-trained | cpu: the reference forward'
 head -1 shot-80x24.txt | grep -q 'q quit$'
-for panel in '─ Throughput ─' '─ Drafts ─ not built yet ─' '─ Tiers ─ not built yet ─' \
+for panel in '─ Throughput ─' '─ Drafts ─' '─ Tiers ─ not built yet ─' \
   '─ Expert plane ─ 4 layers x 16 experts' 'heat: tokens routed, half-life 10 s' '─ Output ─' '─ Log ─' \
   'aff-run: drafts: mtp, up to 3 a step, while faster than without'; do
   grep -qF -- "$panel" shot-80x24.txt || { echo "missing: $panel"; cat shot-80x24.txt; exit 1; }
 done
+! grep -qF '─ Drafts ─ not built yet' shot-80x24.txt  # the MTP drafts' figures are there
 ! grep -q 'GPUs' shot-80x24.txt  # no GPU library here: no panel
 # Sane figures: positive prefill and decode rates, the 4 prompt tokens, some generated.
 prefill=$(sed -n 's/.*prefill *\([0-9.]*\) tok\/s.*/\1/p' shot-80x24.txt)
