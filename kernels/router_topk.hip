@@ -1,7 +1,8 @@
 // Router kernel (declarations and contract in router_topk.hpp): one block of 256 threads per
 // token. Scores s and selection keys s + bias go to shared memory; top-k is k rounds of a
 // block arg-max (ties to the lower expert id), each round removing its winner. Hash layers
-// read the token's tid2eid row instead. Thread 0 then normalises the k weights.
+// read the token's tid2eid row instead. Thread 0 then normalises the k weights and writes
+// them (and the ids) out, to the route ring's copy as well when one is given.
 #include "kernels/router_topk.hpp"
 
 #include "kernels/check.hpp"
@@ -28,7 +29,7 @@ __global__ void __launch_bounds__(kThreads) router_topk_kernel(const float* __re
                                                                float route_scale, const float* __restrict__ bias,
                                                                const int32_t* __restrict__ tid2eid,
                                                                const int32_t* __restrict__ token_ids, int32_t* ids,
-                                                               float* weights) {
+                                                               float* weights, int32_t* copy_ids, float* copy_weights) {
     __shared__ float score[kMaxExperts];
     __shared__ float key[kMaxExperts];
     __shared__ float red_key[kThreads / kWarp];
@@ -88,8 +89,13 @@ __global__ void __launch_bounds__(kThreads) router_topk_kernel(const float* __re
         float sum = 0.0f;
         for (int j = 0; j < top_k; ++j) sum += score[chosen[j]];
         for (int j = 0; j < top_k; ++j) {
+            const float w = score[chosen[j]] / sum * route_scale;
             ids[t * top_k + j] = chosen[j];
-            weights[t * top_k + j] = score[chosen[j]] / sum * route_scale;
+            weights[t * top_k + j] = w;
+            if (copy_ids) {
+                copy_ids[t * top_k + j] = chosen[j];
+                copy_weights[t * top_k + j] = w;
+            }
         }
     }
 }
@@ -97,15 +103,16 @@ __global__ void __launch_bounds__(kThreads) router_topk_kernel(const float* __re
 }  // namespace
 
 void router_topk(const float* logits, int tokens, const RouterConfig& c, const float* bias, const int32_t* tid2eid,
-                 const int32_t* token_ids, int32_t* ids, float* weights, void* stream) {
+                 const int32_t* token_ids, int32_t* ids, float* weights, void* stream, const RouterCopy& copy) {
     if (c.experts < 1 || c.experts > kMaxExperts) throw_argument("router_topk", "experts must be 1..1024");
     if (c.top_k < 1 || c.top_k > kMaxTopK || c.top_k > c.experts)
         throw_argument("router_topk", "top_k must be 1..16 and at most the number of experts");
     if (tid2eid && !token_ids) throw_argument("router_topk", "a hash layer needs the token ids");
     if (tokens < 0) throw_argument("router_topk", "tokens must be >= 0");
+    if (!copy.ids != !copy.weights) throw_argument("router_topk", "a copy needs both its ids and its weights");
     if (tokens == 0) return;
     router_topk_kernel<<<dim3(tokens), dim3(kThreads), 0, static_cast<hipStream_t>(stream)>>>(
-        logits, c.experts, c.top_k, c.route_scale, bias, tid2eid, token_ids, ids, weights);
+        logits, c.experts, c.top_k, c.route_scale, bias, tid2eid, token_ids, ids, weights, copy.ids, copy.weights);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

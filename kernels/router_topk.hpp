@@ -20,8 +20,16 @@ struct RouterConfig {
 // and token_ids [tokens]; bias is ignored. Writes ids [tokens][top_k] (learned: by falling
 // s + bias, ties to the lower expert id; hash: in table order) and weights [tokens][top_k].
 // All pointers are device memory.
+// A second copy of ids and weights (the route ring, libaff/gpu/route_ring.hpp): when the
+// pointers are set, the kernel writes the same values there too, in the same layout; one
+// launch either way, so a captured graph records routing at no extra node.
+struct RouterCopy {
+    int32_t* ids = nullptr;
+    float* weights = nullptr;
+};
 void router_topk(const float* logits, int tokens, const RouterConfig& c, const float* bias,
-                 const int32_t* tid2eid, const int32_t* token_ids, int32_t* ids, float* weights, void* stream);
+                 const int32_t* tid2eid, const int32_t* token_ids, int32_t* ids, float* weights, void* stream,
+                 const RouterCopy& copy = {});
 
 // softplus, sqrt and a k-term sum in fp32; ids must match exactly.
 inline constexpr double router_topk_max_nmse = 1e-10;

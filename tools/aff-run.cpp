@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     auto* dump_logits_opt = app.add_option("--dump-logits", dump_logits, "print the K largest logits of every position on stderr");
     auto* logits_out_opt = app.add_option("--logits-out", logits_out, "write every position's float32 logits (formats/logits.md)");
     auto* route_trace_opt = app.add_option("--route-trace", route_trace,
-                                           "record every layer's expert selections (formats/route-trace.md; CPU path)");
+                                           "record every layer's expert selections (formats/route-trace.md)");
     auto* forced_opt = app.add_option("--force-tokens", forced_text, "generate exactly these token ids instead of sampling");
     app.add_option("--max-layers", fwd.max_layers, "run only the first N layers (diagnostics)")
         ->check(aff::cli::whole_number_at_least(1));
@@ -153,8 +153,9 @@ int main(int argc, char** argv) {
         if (!chat && prompt.empty() && prompt_file.empty() && tokens_text.empty())
             aff::throw_usage("give a prompt: -p TEXT, -f FILE or --tokens IDS (or --chat)");
         { const aff::Sampler check(gen.sampling); }
-        if (!route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
-            aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
+        if (!route_trace.empty() && fwd.no_routed_experts && aff::gpu_support_built() && gpu.gpus != 0)
+            aff::throw_usage("--route-trace with --no-routed-experts records on the CPU path only (no router runs on "
+                             "the GPU): add --gpus 0");
         aff::check_draft_with_route_trace(draft, !route_trace.empty());
         if (!prompt_file.empty()) aff::check_prompt_file(prompt_file);
         if (!logits_out.empty()) aff::check_output_path(logits_out);

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
                    "memory for snapshots of prompt prefixes, reused when a request resends them (0 = off)")
         ->default_str("4096");
     app.add_option("--route-trace", engine.route_trace,
-                   "record every request's expert selections to this file (formats/route-trace.md; CPU path)");
+                   "record every request's expert selections to this file (formats/route-trace.md)");
     app.add_flag("--log-prompts", service.log_prompts, "also log each request body (prompts are not logged otherwise)");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Gpu& gpu = aff::cli::add_gpu(app);
@@ -95,8 +95,6 @@ int main(int argc, char** argv) {
         if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
         if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
-        if (!engine.route_trace.empty() && aff::gpu_support_built() && gpu.gpus != 0)
-            aff::throw_usage("--route-trace records on the CPU path only so far: add --gpus 0");
         aff::check_draft_with_route_trace(draft, !engine.route_trace.empty());
         engine.threads = threads;
         engine.draft = draft;

@@ -1,6 +1,7 @@
 // The activations of one call (activations.hpp).
 #include "libaff/gpu/activations.hpp"
 
+#include "libaff/gpu/route_ring.hpp"
 #include "libaff/gpu/weight_arena.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/moe_gemm.hpp"
@@ -47,6 +48,7 @@ std::size_t Activations::layout(std::uint8_t* base, int tokens, const Activation
     take(logits, n * V);
     take(tokens_dev, n);
     take(route_ids, n * k);
+    take(route_ring, route_ring_words(c, n));
     {
         std::uint8_t* groups = nullptr;
         take(groups, moe_group_bytes(int(n * k), int(E)));

@@ -8,10 +8,7 @@
 
 namespace aff::gpu::fwd {
 
-std::size_t ExpertTiers::overhead_bytes(const ModelConfig& c, std::size_t slot_bytes) {
-    const std::size_t log = std::size_t(c.num_layers) * kRouteLogTokens * c.experts_per_token * 4;
-    return slot_bytes + (log + 255) / 256 * 256;
-}
+std::size_t ExpertTiers::overhead_bytes(const ModelConfig&, std::size_t slot_bytes) { return slot_bytes; }
 
 void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
                         const std::vector<bool>& hash) {
@@ -30,8 +27,6 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     if (gpu_slots > 0) slab = Buffer(std::size_t(gpu_slots) * slot_bytes);
     if (host_slots > 0) pool = PinnedBuffer(std::size_t(host_slots) * slot_bytes);
     staging = Buffer(slot_bytes);
-    route_log = Buffer(overhead_bytes(c, slot_bytes) - slot_bytes);
-    route_host.assign(std::size_t(layers) * kRouteLogTokens * top_k, 0);
 
     placement::Geometry g;
     g.layers = static_cast<std::uint32_t>(layers);

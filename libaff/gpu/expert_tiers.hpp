@@ -6,7 +6,8 @@
 // read the same bytes, so the logits are the same bit for bit (tests/gpu/tiers_test.cpp).
 // How many slots each tier gets is placement::plan_tiers's arithmetic (tier_plan.hpp); which
 // expert starts where, the profile order (placement/tiers.hpp). Between calls the mover
-// (forward_tiers.cpp) feeds the routing of the call just made to the placement engine
+// (forward_tiers.cpp) feeds the routing of the call just made (from the route ring,
+// route_ring.hpp, calls of any length) to the placement engine
 // (placement/engine.hpp) and carries out its admissions: a promoted expert's bytes are copied
 // pool → slab into its victim's slot, the victim's slab → pool into the slot it left.
 // Experts in neither tier (the SSD tier) are not implemented: such a plan is refused.
@@ -61,8 +62,6 @@ struct ExpertTiers {
     Buffer slab;        // plan.gpu_slots slots
     PinnedBuffer pool;  // plan.host_slots slots
     Buffer staging;     // one slot on the device: a victim's bytes while its slot is refilled
-    Buffer route_log;   // [layer][kRouteLogTokens][top_k] ids of the last call (calls up to kRouteLogTokens)
-    std::vector<std::int32_t> route_host;
 
     // Where each expert (key = layer · experts + expert) is: its tier and slot there.
     std::vector<placement::Tier> tier;
@@ -75,7 +74,7 @@ struct ExpertTiers {
     double move_seconds = 0;
 
     // Plans the tiers (plan_tiers on `in`; refuses experts left for the SSD), allocates the
-    // slab, the pool, the staging slot and the route log, and places every expert: the
+    // slab, the pool and the staging slot, and places every expert: the
     // `order`'s first plan.gpu_slots in the slab, the rest in the pool. hash: per layer,
     // routed by token id. Nothing is filled yet.
     void setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
@@ -85,7 +84,8 @@ struct ExpertTiers {
     // Fills every expert's slot with its extent's bytes (fill writes them at dst), the pool's
     // directly, the slab's through host staging on `stream`; returns when done.
     void fill(const std::function<void(int, int, std::uint8_t*)>& fill_extent, const Stream& stream);
-    // Bytes the resident part must leave for the tiers besides the slab: staging and route log.
+    // Bytes the resident part must leave for the tiers besides the slab: the staging slot (the
+    // call's routing is in the route ring, route_ring.hpp, among the activations).
     static std::size_t overhead_bytes(const ModelConfig& c, std::size_t slot_bytes);
 };
 

@@ -202,8 +202,8 @@ struct GpuExpertExtent {
 };
 
 // Where the routed experts live and what the mover did (GpuModel::tiers). Hits and bytes are
-// the placement engine's (placement/engine.hpp) over the calls the mover saw: calls of up to
-// kRouteLogTokens tokens (decode steps and short chunks; a long prefill is not logged).
+// the placement engine's (placement/engine.hpp) over the calls the mover saw: every call,
+// prefill chunks of any length included (their routing from the route ring, route_ring.hpp).
 struct GpuTierReport {
     bool tiered = false;
     std::string why;                // why tiered, or why not
@@ -221,8 +221,6 @@ struct GpuTierReport {
     // One line: hit rate per tier, PCIe bytes and moves per token.
     std::string summary() const;
 };
-
-inline constexpr int kRouteLogTokens = 64;
 
 // One decode step timed op class by op class (GpuModel::profile_decode): the launches are
 // issued one by one with an event at each class boundary, so the total exceeds a replayed
@@ -292,6 +290,15 @@ public:
     // an index out of range.
     GpuExpertExtent expert_extent(int layer, int expert) const;
     void move_expert(int layer, int expert, const void* address);
+    // Route traces: `observer` (not owned; null: none) sees the routing of every later call,
+    // forward and decode, as the CPU reference reports it (model/route_observer.hpp): after
+    // the call's logits, each main layer's ids and gate weights from the route ring the router
+    // kernel wrote during the call (route_ring.hpp; captured decode graphs included), then
+    // on_forward_end. A decode of several sequences is reported as one forward per sequence,
+    // in the order of `states` (trace::RouteRecorder::begin names each). Recording changes nothing computed,
+    // captures no other graph and adds one copy per call (queued after the logits', same
+    // wait). Throws unsupported with ForwardOptions::no_routed_experts (no router runs).
+    void set_route_observer(RouteObserver* observer);
     // Decode graphs captured so far, over every part (a move must not cause one: tests).
     std::size_t graphs_captured() const;
     // The expert tiers: the plan, where the experts are, the mover's counters (tiered false
@@ -334,11 +341,20 @@ private:
                     const std::uint8_t* from_host, const char* what) const;
 
     struct Impl;
+    // The end of every call, after its launches: the last part's logits (`rows` x V) copied
+    // back, each part's route ring queued after them where the mover or an observer reads it,
+    // one wait per part; then the mover and the observer's events (report_routes). starts:
+    // one entry (the call's first position), or one per token (a decode of that many
+    // sequences, each at its own position, reported as a forward each).
+    std::vector<float> finish_call(std::size_t rows, std::span<const std::int32_t> tokens,
+                                   std::span<const std::int64_t> starts);
+    void report_routes(std::span<const std::int32_t> tokens, std::span<const std::int64_t> starts);
     // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
     Impl& expert_owner(int layer, int expert, const char* what) const;
 
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed
+    RouteObserver* routes_ = nullptr;             // set_route_observer
 };
 
 }  // namespace aff::gpu

@@ -35,8 +35,7 @@ void GpuModel::Impl::start_part(Impl* previous, std::span<const std::int32_t> to
 
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
     const Impl& m0 = *shards_.front();
-    const ModelConfig& c = m0.c;
-    const int n = static_cast<int>(toks.size()), V = c.vocab_size;
+    const int n = static_cast<int>(toks.size());
     if (n == 0) throw_usage("forward: no tokens");
     if (n == 1 && m0.attention_on_gpu) {  // a decode step: the captured path
         GpuDecodeState* one[1] = {&st};
@@ -44,6 +43,7 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     }
     for (const auto& p : shards_) p->check_call(st, toks);
 
+    const std::int64_t start = st.position;
     std::vector<std::int32_t> pos(n);
     for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(st.position + t);
     const int first = all_logits ? 0 : n - 1;
@@ -56,13 +56,30 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     }
     st.position += n;
     if (!m0.attention_on_gpu) st.attention.position = st.position;
+    return finish_call(std::size_t(n - first), toks, std::span<const std::int64_t>(&start, 1));
+}
 
-    const Impl& last = *shards_.back();
-    std::vector<float> out(std::size_t(n - first) * V);
+std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::int32_t> toks,
+                                         std::span<const std::int64_t> starts) {
+    const Impl& m0 = *shards_.front();
+    const int n = static_cast<int>(toks.size());
+    Impl& last = *shards_.back();
+    std::vector<float> out(rows * std::size_t(m0.c.vocab_size));
+    use_device(last.device);
     last.stream.copy(out.data(), last.logits, out.size() * 4);
-    last.stream.synchronize();
+    for (const auto& p : shards_)  // after the logits: one copy each, waited for with them
+        if (routes_ || p->tiers) {
+            use_device(p->device);
+            p->drain_routes(n);
+        }
+    for (const auto& p : shards_)
+        if (p.get() == &last || routes_ || p->tiers) {
+            use_device(p->device);
+            p->stream.synchronize();
+        }
     if (shards_.size() == 1) shards_.front()->move_experts(n);  // tiered experts only; every launch is done
     use_device(m0.device);
+    if (routes_) report_routes(toks, starts);
     return out;
 }
 
@@ -148,7 +165,7 @@ std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
 
 std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
     Impl& m0 = *shards_.front();
-    const int B = static_cast<int>(states.size()), V = m0.c.vocab_size;
+    const int B = static_cast<int>(states.size());
     if (B < 1 || B > kDecodeBatchMax)
         throw_usage("decode: " + std::to_string(B) + " sequences (1.." + std::to_string(kDecodeBatchMax) + " a call)");
     if (toks.size() != states.size())
@@ -171,7 +188,11 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
     // Each part of a split model gets its own copy, runs its own captured graph, and hands
     // the residual stream to the next.
     std::vector<std::int32_t> pos(B);
-    for (int i = 0; i < B; ++i) pos[i] = static_cast<std::int32_t>(states[i]->position);
+    std::vector<std::int64_t> starts(B);  // for the route events: each sequence's own call
+    for (int i = 0; i < B; ++i) {
+        pos[i] = static_cast<std::int32_t>(states[i]->position);
+        starts[i] = states[i]->position;
+    }
     bool pending = false;
     for (std::size_t part = 0; part < shards_.size(); ++part) {
         Impl& m = *shards_[part];
@@ -189,14 +210,7 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
         }
     }
     for (int i = 0; i < B; ++i) ++states[i]->position;
-
-    const Impl& last = *shards_.back();
-    std::vector<float> out(std::size_t(B) * V);
-    last.stream.copy(out.data(), last.logits, out.size() * 4);
-    last.stream.synchronize();
-    if (shards_.size() == 1) shards_.front()->move_experts(B);  // tiered experts only; every launch is done
-    use_device(m0.device);
-    return out;
+    return finish_call(std::size_t(B), toks, starts);
 }
 
 }  // namespace aff::gpu

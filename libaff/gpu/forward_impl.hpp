@@ -12,6 +12,7 @@
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/expert_store.hpp"
 #include "libaff/gpu/forward.hpp"
+#include "libaff/gpu/route_ring.hpp"
 #include "libaff/gpu/step_marks.hpp"
 #include "libaff/gpu/weight_arena.hpp"
 #include "libaff/gpu/weight_refs.hpp"
@@ -135,6 +136,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     int scores_stride = 1;
 
     fwd::DecodeGraphs graphs;  // dropped when the activations move or the layer count changes
+    fwd::RouteRing routes;     // the last drained call's routing (route_ring.hpp)
     fwd::StepMarks steps;      // GpuModel::profile_decode
     void mark(const char* what) { steps.mark(what, stream); }
 
@@ -157,8 +159,9 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // This device's free memory less the runtime's reserve, capped by --gpu-mib.
     std::size_t available_bytes() const;
     void allocate_tiers(const MemoryInfo& mem);
-    // The mover (forward_tiers.cpp): after a call of n tokens (whose launches are all done),
-    // the call's routing to the placement engine and its admissions carried out.
+    // The mover (forward_tiers.cpp): after a call of n tokens (whose launches are all done
+    // and whose route ring was drained), the call's routing to the placement engine and its
+    // admissions carried out.
     void move_experts(int n);
 
     // The layers this part runs in a call (set_max_layers counts over the whole model).
@@ -265,6 +268,11 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n);
+    // The route ring's rows for main layer r's routing in a call of n tokens (none for a
+    // layer outside `layers`); the router writes them (forward_routes.cpp).
+    RouterCopy ring_slot(const LayerRefs& r, int n);
+    // After a call of n tokens, before its wait: queues the ring's copy to `routes`.
+    void drain_routes(int n) { routes.drain(c, route_ring, n, stream); }
 };
 
 }  // namespace aff::gpu

@@ -113,10 +113,7 @@ void GpuModel::Impl::moe(const LayerRefs& r, int n) {
     rc.top_k = k;
     rc.route_scale = static_cast<float>(c.routed_scaling_factor);
     router_topk(logits_router, n, rc, r.hash ? nullptr : at<float>(r.bias),
-                r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s);
-    if (tiers && n <= kRouteLogTokens)  // the mover reads the call's routing after it (forward_tiers.cpp)
-        stream.copy(tiers->route_log.as<std::int32_t>() + std::size_t(&r - layers.data()) * kRouteLogTokens * k, route_ids,
-                    std::size_t(n) * k * 4);
+                r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s, ring_slot(r, n));
     const int jobs = n * k;
     const std::uint8_t* base = arena.as<std::uint8_t>();
     mark("routed experts");

@@ -19,7 +19,7 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     in.gpu_cap = options.memory_cap_bytes;
     in.slab_cap = options.tiers.slab_cap;
     // What stays in the arena (dense weights, codebook, expert table, rotation flags), the
-    // activations, one sequence's state, and the tiers' own staging slot and route log.
+    // activations (the route ring among them), one sequence's state, and the tiers' own staging slot.
     in.resident_bytes = plan.total() + ExpertTiers::overhead_bytes(c, extent_stride);
     in.headroom = options.tiers.headroom;
     in.host_available = options.tiers.host_available ? options.tiers.host_available : host_mem_available();
@@ -49,31 +49,32 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
 // with the next call's compute (a copy stream waiting on an event recorded after the last
 // kernel that reads the victim, and the next call waiting on the copies' event) is not done.
 void GpuModel::Impl::move_experts(int n) {
-    if (!tiers || n > kRouteLogTokens || options.forward.no_routed_experts) return;
+    if (!tiers || options.forward.no_routed_experts) return;
     ExpertTiers& t = *tiers;
     const auto t0 = std::chrono::steady_clock::now();
     const int k = c.experts_per_token, E = c.n_routed_experts;
     const std::size_t sb = t.slot_bytes;
-    stream.copy(t.route_host.data(), t.route_log.data(), t.route_host.size() * 4);
-    stream.synchronize();
+    if (routes.tokens() != n) throw_internal("expert tiers: the route ring was not drained after the call");
     t.tokens += std::uint64_t(n);
     std::vector<placement::ExpertKey> keys;
     std::vector<std::uint32_t> counts;
+    std::vector<int> index(E);  // where an expert is in keys, -1 if not chosen (prefill calls are long)
     for (int l = first_layer; l < run_end(); ++l) {
         keys.clear();
         counts.clear();
-        const std::int32_t* ids = &t.route_host[std::size_t(l) * kRouteLogTokens * k];
+        std::fill(index.begin(), index.end(), -1);
+        const std::int32_t* ids = routes.ids(l).data();  // drained by finish_call
         for (int j = 0; j < n * k; ++j) {
             if (ids[j] < 0 || ids[j] >= E)
                 throw_internal("expert tiers: the router chose expert " + std::to_string(ids[j]) + " of layer " +
                                std::to_string(l));
-            const placement::ExpertKey key = placement::ExpertKey(l) * E + placement::ExpertKey(ids[j]);
-            const auto it = std::find(keys.begin(), keys.end(), key);
-            if (it == keys.end()) {
-                keys.push_back(key);
+            int& at = index[std::size_t(ids[j])];
+            if (at < 0) {  // first seen: keys keep the order of first choice
+                at = static_cast<int>(keys.size());
+                keys.push_back(placement::ExpertKey(l) * E + placement::ExpertKey(ids[j]));
                 counts.push_back(1);
             } else {
-                ++counts[std::size_t(it - keys.begin())];
+                ++counts[std::size_t(at)];
             }
         }
         placement::Dispatch d;

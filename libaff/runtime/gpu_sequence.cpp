@@ -41,6 +41,7 @@ public:
         return s + "; " + model_.describe();
     }
     std::string placement_summary() const override { return model_.tiers().summary(); }
+    void set_route_observer(RouteObserver* observer) override { model_.set_route_observer(observer); }
     std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
     std::int64_t position() const override { return state_.position; }
     void reset() override {

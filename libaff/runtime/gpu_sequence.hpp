@@ -6,6 +6,7 @@
 // The GPU's logits depend on how tokens are split into calls (prefill GEMMs from
 // GpuOptions::gemm_min_tokens up), so after a rewind into the middle of a call the replayed
 // part runs as its own call: the logits are those of a fresh sequence making the same calls.
+// Route traces: the observer is the GPU model's (GpuModel::set_route_observer).
 #pragma once
 
 #if defined(AFF_HAVE_GPU)

@@ -15,7 +15,7 @@ void Sequence::restore(const SequenceSnapshot&) {
 }
 
 void Sequence::set_route_observer(RouteObserver*) {
-    throw_unsupported(describe() + ": route traces are recorded on the CPU path only so far (--gpus 0)");
+    throw_unsupported(describe() + ": this sequence records no route traces");
 }
 
 void Sequence::set_rewind_depth(std::size_t tokens) {

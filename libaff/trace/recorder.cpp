@@ -42,8 +42,14 @@ RouteRecorder::RouteRecorder(std::string path, TraceHeader header, Compression c
     : writer_(std::move(path), std::move(header), compression) {}
 
 void RouteRecorder::begin(std::uint32_t sequence, Phase phase) {
+    begin(std::span<const std::uint32_t>(&sequence, 1), phase);
+}
+
+void RouteRecorder::begin(std::span<const std::uint32_t> sequences, Phase phase) {
+    if (sequences.empty()) throw_internal("route recorder: a call of no sequences");
     step_ = TraceStep{};  // a call that threw left its layers behind
-    sequence_ = sequence;
+    sequences_.assign(sequences.begin(), sequences.end());
+    next_ = 0;
     phase_ = phase;
 }
 
@@ -54,7 +60,7 @@ void RouteRecorder::on_route(const RouteEvent& e) {
     if (step_.layers.empty()) {
         step_.tokens.clear();
         for (std::size_t i = 0; i < e.tokens.size(); ++i)
-            step_.tokens.push_back({static_cast<std::uint32_t>(e.tokens[i]), sequence_,
+            step_.tokens.push_back({static_cast<std::uint32_t>(e.tokens[i]), sequences_[next_],
                                     static_cast<std::uint32_t>(e.start + std::int64_t(i)), phase_});
     }
     step_.layers.push_back(static_cast<std::uint16_t>(e.layer));
@@ -65,6 +71,7 @@ void RouteRecorder::on_route(const RouteEvent& e) {
 void RouteRecorder::on_forward_end() {
     if (!step_.layers.empty()) writer_.add(step_);
     step_ = TraceStep{};
+    if (next_ + 1 < sequences_.size()) ++next_;
 }
 
 }  // namespace aff::trace

@@ -11,7 +11,9 @@
 #include "libaff/trace/route_trace_writer.hpp"
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace aff::trace {
 
@@ -24,8 +26,14 @@ TraceHeader trace_header_for(const ModelConfig& config, const std::string& model
 class RouteRecorder final : public RouteObserver {
 public:
     RouteRecorder(std::string path, TraceHeader header, Compression compression = Compression::zstd);
-    // Before a forward call: its tokens' sequence and phase.
+    // Before a forward call: its tokens' sequence and phase (every later call's too, until
+    // the next begin).
     void begin(std::uint32_t sequence, Phase phase);
+    // Before a call over several sequences (GpuModel::decode of several states), which the
+    // observer sees as one forward per sequence in the caller's order (on_forward_end after
+    // each): the trace's sequence id of each, so each is recorded as its own step under its
+    // own id. After the last, its id stays (as begin's one sequence does).
+    void begin(std::span<const std::uint32_t> sequences, Phase phase);
     void on_route(const RouteEvent& event) override;
     void on_forward_end() override;
     // Writes the whole trace so far (it may be called again later).
@@ -34,7 +42,8 @@ public:
 
 private:
     RouteTraceWriter writer_;
-    std::uint32_t sequence_ = 0;
+    std::vector<std::uint32_t> sequences_{0};  // of the calls to come, in order
+    std::size_t next_ = 0;                     // the one the next step is under
     Phase phase_ = Phase::prefill;
     TraceStep step_;
 };

@@ -4,6 +4,7 @@
 // and phases, hash layers' experts equal to the tid2eid rows of the input tokens, the
 // learned layers' ids and weights equal to what the router handed the observer, and
 // normalised gates summing to the routed scaling factor.
+#include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/runtime/open_sequence.hpp"
 #include "libaff/model/forward.hpp"
@@ -127,4 +128,56 @@ TEST_CASE("the CPU backend keeps its route observer across reset", "[trace]") {
     backend->forward(tokens, false);
     REQUIRE(capture.ends == 2);
     REQUIRE(capture.experts.size() == 2 * std::size_t(model->config().num_layers));
+}
+
+TEST_CASE("a call over several sequences records each as its own step under its own id", "[trace]") {
+    ThreadPool pool(2);
+    test::TempDir dir;
+    const std::string path = models + "/tiny-a";
+    auto model = Model::load(path, pool);
+    const ModelConfig& c = model->config();
+    const int K = c.experts_per_token;
+    RouteRecorder recorder(dir / "batch.aft", trace_header_for(c, path));
+    // A batched decode step of sequences 5, 9 and 2 at positions 40, 7 and 0, reported as one
+    // forward each (GpuModel::decode), then a fourth forward: still the last sequence's.
+    const std::uint32_t ids[3] = {5, 9, 2};
+    const std::int64_t starts[4] = {40, 7, 0, 1};
+    const std::int32_t tokens[4] = {11, 12, 13, 14};
+    recorder.begin(ids, Phase::decode);
+    for (int call = 0; call < 4; ++call) {
+        std::vector<int> experts(K);
+        std::vector<float> weights(K);
+        for (int j = 0; j < K; ++j) {
+            experts[j] = (call + j) % c.n_routed_experts;
+            weights[j] = 0.25f * float(call * K + j);
+        }
+        for (int l = 0; l < c.num_layers; ++l)
+            recorder.on_route(RouteEvent{l, starts[call], std::span<const std::int32_t>(&tokens[call], 1), K, experts, weights});
+        recorder.on_forward_end();
+    }
+    recorder.begin(7, Phase::prefill);
+    const std::int32_t two[2] = {1, 2};
+    const std::vector<int> experts(std::size_t(2) * K, 1);
+    const std::vector<float> weights(experts.size(), 0.5f);
+    recorder.on_route(RouteEvent{0, 3, two, K, experts, weights});
+    recorder.on_forward_end();
+    recorder.publish();
+    const RouteTrace t = read_route_trace(dir / "batch.aft");
+    REQUIRE(t.steps.size() == 5);
+    const std::uint32_t want_sequence[5] = {5, 9, 2, 2, 7};
+    for (int s = 0; s < 4; ++s) {
+        INFO(s);
+        REQUIRE(t.steps[s].n() == 1);
+        REQUIRE(t.steps[s].tokens[0].sequence == want_sequence[s]);
+        REQUIRE(t.steps[s].tokens[0].position == std::uint32_t(starts[s]));
+        REQUIRE(t.steps[s].tokens[0].token == std::uint32_t(tokens[s]));
+        REQUIRE(t.steps[s].tokens[0].phase == Phase::decode);
+        REQUIRE(t.steps[s].layers.size() == std::size_t(c.num_layers));
+        REQUIRE(t.steps[s].selection(1, 0, K)[0] == s % c.n_routed_experts);
+    }
+    REQUIRE(t.steps[4].n() == 2);
+    REQUIRE(t.steps[4].tokens[1].sequence == 7);
+    REQUIRE(t.steps[4].tokens[1].position == 4);
+    REQUIRE(t.steps[4].tokens[1].phase == Phase::prefill);
+    REQUIRE_THROWS_AS(recorder.begin(std::span<const std::uint32_t>(), Phase::decode), Error);
 }
