@@ -14,20 +14,29 @@
 // figure, bound and ratio (tests/bench/RESULTS.md).
 // With GPUS 2 or more the layers are split across that many devices (the bound stays one
 // device's HBM ceiling: the devices run one after another).
-//     decode_bench CONTAINER.aff [STEPS] [GPUS]   (STEPS timed decode calls per point, default 24)
+// Then the cost of recording a route trace (--route-trace: GpuModel::set_route_observer with
+// the RouteRecorder aff-run uses): every layer, batch 1 and 4, rounds of STEPS calls without
+// and with the recorder taking turns (the order alternating each round), the median of each;
+// printed per round, then the mean and spread of the rounds and the ratio with / without
+// against its bound (goal <= 1.02). With a fourth argument `trace` only this part runs.
+//     decode_bench CONTAINER.aff [STEPS] [GPUS] [trace]   (STEPS timed decode calls per point, default 24)
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "kernels/stream_read.hpp"
 #include "libaff/gpu/read_ceiling.hpp"
+#include "libaff/trace/recorder.hpp"
 #endif
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,18 +58,83 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+constexpr int kTraceRounds = 8;
+constexpr double kTraceBound = 1.02;
+
+// Recording's cost over every layer: rounds of `steps` calls without and with the recorder,
+// alternating which goes first; returns the mean ratio with / without.
+double route_trace_cost(aff::gpu::GpuModel& g, const std::string& path, std::vector<aff::gpu::GpuDecodeState*>& ptrs,
+                        const std::vector<std::int32_t>& next, int B, int steps) {
+    using namespace aff::gpu;
+    g.set_max_layers(-1);
+    const std::span<GpuDecodeState* const> seqs(ptrs.data(), B);
+    const std::span<const std::int32_t> toks(next.data(), B);
+    const std::string file = (std::filesystem::temp_directory_path() / "decode_bench_route_trace.aft").string();
+    aff::trace::RouteRecorder rec(file, aff::trace::trace_header_for(g.config(), path));
+    std::vector<std::uint32_t> ids(B);
+    for (int i = 0; i < B; ++i) ids[i] = std::uint32_t(i);
+    auto round = [&](bool record) {
+        g.set_route_observer(record ? &rec : nullptr);
+        for (int w = 0; w < 2; ++w) g.decode(seqs, toks);  // capture (the first time), warm-up
+        std::vector<double> ms;
+        for (int s = 0; s < steps; ++s) {
+            const auto a = std::chrono::steady_clock::now();
+            if (record) rec.begin(ids, aff::trace::Phase::decode);
+            g.decode(seqs, toks);
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+        }
+        g.set_route_observer(nullptr);
+        return median(ms);
+    };
+    std::vector<double> off, on, ratio;
+    std::printf("\nroute trace cost, batch %d, %d layers (graph replay, median of %d calls a round):\n", B,
+                g.config().num_layers, steps);
+    for (int r = 0; r < kTraceRounds; ++r) {
+        double a = 0, b = 0;
+        if (r % 2 == 0) {
+            a = round(false);
+            b = round(true);
+        } else {
+            b = round(true);
+            a = round(false);
+        }
+        off.push_back(a);
+        on.push_back(b);
+        ratio.push_back(b / a);
+        std::printf("  round %d: without %.3f ms, with %.3f ms, ratio %.4f\n", r + 1, a, b, b / a);
+    }
+    auto mean = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / double(v.size());
+    };
+    auto spread = [](const std::vector<double>& v) {
+        return *std::max_element(v.begin(), v.end()) - *std::min_element(v.begin(), v.end());
+    };
+    std::printf("route trace cost, batch %d: without %.3f ms a step (spread %.3f), with %.3f ms (spread %.3f), "
+                "ratio %.4f (rounds %.4f .. %.4f; %llu steps recorded)\n",
+                B, mean(off), spread(off), mean(on), spread(on), mean(ratio),
+                *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()),
+                static_cast<unsigned long long>(rec.steps()));
+    rec.publish();  // as aff-run does at the end: the trace must be whole
+    std::filesystem::remove(file);
+    return mean(ratio);
+}
+
 
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: decode_bench CONTAINER.aff [STEPS] [GPUS]\n");
+        std::fprintf(stderr, "usage: decode_bench CONTAINER.aff [STEPS] [GPUS] [trace]\n");
         return 2;
     }
     try {
         using namespace aff::gpu;
         const std::string path = argv[1];
         const int steps = argc > 2 ? std::max(3, std::atoi(argv[2])) : 24;
+        const bool trace_only = argc > 4 && std::strcmp(argv[4], "trace") == 0;
+        if (argc > 4 && !trace_only) throw std::runtime_error(std::string("the fourth argument must be `trace`, not ") + argv[4]);
         const DeviceInfo info = bench::open_bench_device();
         const double ceiling = measure_read_ceiling(info.multiprocessors);
         std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", ceiling / 1e12);
@@ -98,6 +172,19 @@ int main(int argc, char** argv) {
             }
             return median(ms);
         };
+
+        auto trace_cost = [&] {
+            const double r1 = route_trace_cost(g, path, ptrs, next, 1, steps);
+            const double r4 = route_trace_cost(g, path, ptrs, next, kDecodeBatchMax, steps);
+            std::printf("\nfigure: route trace recording, decode step with / without (%d layers): batch 1 %.4f, batch 4 %.4f\n",
+                        L, r1, r4);
+            std::printf("bound: %.2f (recording costs at most 2 %% of decode time)\n", kTraceBound);
+            std::printf("ratio: batch 1 %.4f, batch 4 %.4f (goal <= %.2f)\n", r1 / kTraceBound, r4 / kTraceBound, 1.0);
+        };
+        if (trace_only) {
+            trace_cost();
+            return 0;
+        }
 
         struct Outcome {
             double step_ms = 0, floor_ms = 0, bytes = 0;
@@ -155,6 +242,7 @@ int main(int argc, char** argv) {
                     ceiling / 1e12, result[0].floor_ms, result[0].bytes / 1e9, result[1].floor_ms, result[1].bytes / 1e9);
         std::printf("ratio: batch 1 %.2f, batch 4 %.2f (goal <= 1.3)\n", result[0].step_ms / result[0].floor_ms,
                     result[1].step_ms / result[1].floor_ms);
+        trace_cost();
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "decode_bench: %s\n", e.what());
