@@ -63,7 +63,8 @@ for model in tiny-a tiny-trained tiny-trained.aff; do
       fail "aff-run $name on the GPU without recording: $(tail -1 "$out/$name.plain.err")"
       continue
     fi
-    if ! run cpu --gpus 0 --route-trace "$out/$name.cpu.aft"; then
+    # --logits-out runs the last forced token too: the CPU run makes the same calls.
+    if ! run cpu --gpus 0 --route-trace "$out/$name.cpu.aft" --logits-out "$out/$name.cpu.logits"; then
       fail "aff-run $name --route-trace on the CPU: $(tail -1 "$out/$name.cpu.err")"
       continue
     fi
