@@ -57,9 +57,8 @@ public:
     // when all_logits, else those of the last token ([V]) (Model::forward's contract).
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
     // Route traces: `observer` (not owned; null: none) sees the routing of every later
-    // forward (model/route_observer.hpp), replays of a rewind included. The CPU reference
-    // supports it; the default (the GPU model: its device ring of ids is not written yet)
-    // throws unsupported.
+    // forward (model/route_observer.hpp), replays of a rewind included. The CPU reference and
+    // the GPU model support it; the default (a backend that routes nothing) throws unsupported.
     virtual void set_route_observer(RouteObserver* observer);
 
     // Snapshots. A restored snapshot continues exactly as the sequence it was taken from

@@ -6,9 +6,9 @@
 #   1. the device family route_trace (GPU trace = CPU trace on the fixtures, batched decode,
 #      logits with and without recording, the tiered model; tests/gpu/route_trace_test.cpp);
 #   2. aff-run --route-trace on the GPU and on the CPU (--gpus 0) for the same tokens, on
-#      tiny-a, tiny-trained and tiny-trained.aff: a 4-token prompt (GEMV prefill, the GPU's
-#      exact path) and a 40-token one (prefill GEMMs, activations rounded to bf16), each with
-#      12 forced decode steps. The traces must agree as the independent reader reads them
+#      tiny-a, tiny-trained and tiny-trained.aff: a 4-token prompt (GEMV prefill: fp32
+#      activations) and, on the two trained ones, a 40-token one (prefill GEMMs, activations
+#      rounded to bf16), each with 12 forced decode steps. The traces must agree as the independent reader reads them
 #      (tests/gpu/compare_route_traces.py: headers, every step's tokens, positions, phases and
 #      layers equal; selections differing at most 2 % on the exact path, 10 % with the GEMMs),
 #      aff-trace summary must read the GPU's, and the GPU's logits (--logits-out) must be
@@ -48,6 +48,9 @@ forced=$(seq -s, 20 31)
 for model in tiny-a tiny-trained tiny-trained.aff; do
   for prompt_case in "gemv 1,2,3,4 0.02" "gemm $(seq -s, 40 79) 0.10"; do
     read -r kind prompt limit <<<"$prompt_case"
+    # A random model's routing is near-uniform: with bf16 activations a flipped choice and what
+    # it changes after it are too likely there for a bound; the GEMM case runs the trained model.
+    [ "$model" = tiny-a ] && [ "$kind" = gemm ] && continue
     name=$model-$kind
     run() {  # tag, extra flags...
       local tag=$1
