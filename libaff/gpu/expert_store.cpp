@@ -30,16 +30,16 @@ const Matrix& ExpertStore::expert_matrix(const ModelConfig& c, int layer, int e,
 
 void ExpertStore::materialise(const ModelConfig& c, const ExpertSource& src) {
     const int D = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
-    const double work = double(c.num_layers) * E * 3 * double(D) * I * std::max(D, I);
+    const double work = double(expert_layers) * E * 3 * double(D) * I * std::max(D, I);
     if (work > 4e10)
         throw_unsupported("the GPU forward keeps routed experts at 2.875 bits only when every one is stored as "
                           "TQ2875/TQ2875R at a shape moe_gemv takes (here: " +
                           (experts_why_dense.empty() ? std::string("not codebook-stored") : experts_why_dense) +
                           "); others are decoded at load, for small models only: quantise the model with "
                           "aff-quantize, or run it on the CPU with --gpus 0");
-    materialised.resize(std::size_t(c.num_layers) * E * 3);
+    materialised.resize(std::size_t(expert_layers) * E * 3);
     std::vector<float> unit, y;
-    for (int l = 0; l < c.num_layers; ++l)
+    for (int l = 0; l < expert_layers; ++l)
         for (int e = 0; e < E; ++e)
             for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                 const int rows = which == ExpertMatrix::w2 ? D : I, cols = which == ExpertMatrix::w2 ? I : D;
@@ -70,12 +70,19 @@ bool ExpertStore::codebook_fits(const ModelConfig& c) {
         return false;
     }
     auto rotatable = [](int n) { return n >= 2 && n <= kHadamardMaxN && (n & (n - 1)) == 0; };
-    expert_rotated.assign(std::size_t(c.num_layers) * c.n_routed_experts * 3, 0);
+    expert_rotated.assign(std::size_t(expert_layers) * c.n_routed_experts * 3, 0);
     rotated_matrices = 0;
-    for (int l = 0; l < c.num_layers; ++l)
+    for (int l = 0; l < expert_layers; ++l)
         for (int e = 0; e < c.n_routed_experts; ++e)
             for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                 const CodebookExperts::Stored st = codebook_src->codebook_matrix(l, e, which);
+                if (!st.bytes && l >= c.num_layers) {  // the MTP layer's alone: the trunk goes on without it
+                    mtp_experts_why_not = "its routed experts are not codebook-stored like the trunk's";
+                    expert_layers = c.num_layers;
+                    expert_rotated.resize(std::size_t(expert_layers) * c.n_routed_experts * 3);
+                    rotated_matrices = int(std::count(expert_rotated.begin(), expert_rotated.end(), std::uint8_t(1)));
+                    return true;
+                }
                 if (!st.bytes) {
                     experts_why_dense = "not every expert is codebook-stored";
                     return false;
@@ -90,7 +97,9 @@ bool ExpertStore::codebook_fits(const ModelConfig& c) {
     return true;
 }
 
-void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end) {
+void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end,
+                             bool mtp) {
+    expert_layers = c.num_layers + (mtp ? 1 : 0);
     dense_experts = dynamic_cast<const DenseExpertSource*>(&src);
     codebook_src = dynamic_cast<const CodebookExperts*>(&src);
     experts_codebook = codebook_src && codebook_fits(c);
@@ -110,7 +119,7 @@ void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, Weig
     // One storage type for every expert stack: BF16 when all are exact BF16 (FP4 and BF16
     // checkpoints), else F32.
     expert_type = DenseType::bf16;
-    for (int l = 0; l < c.num_layers && expert_type == DenseType::bf16 && !experts_codebook; ++l)
+    for (int l = 0; l < expert_layers && expert_type == DenseType::bf16 && !experts_codebook; ++l)
         for (int e = 0; e < c.n_routed_experts && expert_type == DenseType::bf16; ++e)
             for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                 const Matrix& m = expert_matrix(c, l, e, which);
@@ -124,17 +133,20 @@ void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, Weig
 
 void ExpertStore::put_table(const ModelConfig& c, WeightArena& w, int first, int end) {
     const int E = c.n_routed_experts;
-    const std::size_t entries = std::size_t(c.num_layers) * E, bytes = entries * sizeof(const std::uint8_t*);
-    layer_extents.assign(c.num_layers, 0);
+    const std::size_t entries = std::size_t(expert_layers) * E, bytes = entries * sizeof(const std::uint8_t*);
+    layer_extents.assign(expert_layers, 0);
     expert_table = w.reserve(bytes, w.plan.expert_bytes);
     // The entries are the extents' addresses: known once the arena exists, when this runs.
-    w.uploads.push_back({expert_table, bytes, [this, &w, E, entries, bytes, first, end](std::uint8_t* dst) {
+    w.uploads.push_back({expert_table, bytes, [this, &w, &c, E, entries, bytes, first, end](std::uint8_t* dst) {
                              table_host.assign(entries, nullptr);
-                             for (int l = first; l < end; ++l)
+                             auto put = [&](int l) {
                                  for (int e = 0; e < E; ++e)
                                      table_host[std::size_t(l) * E + e] =
-                                         tiers ? tiers->address(l, e)
+                                         tiers && l < c.num_layers ? tiers->address(l, e)
                                                : w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
+                             };
+                             for (int l = first; l < end; ++l) put(l);
+                             if (expert_layers > c.num_layers) put(c.num_layers);
                              std::memcpy(dst, table_host.data(), bytes);
                          }});
 }
@@ -147,7 +159,7 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
         return;
     }
     const int E = c.n_routed_experts;
-    if (!tiered) {
+    if (!tiered || l >= c.num_layers) {  // the MTP layer's experts stay resident
         layer_extents[l] = w.reserve(extent_stride * E, w.plan.expert_bytes);
         w.uploads.push_back({layer_extents[l], extent_stride * E, [this, l, E](std::uint8_t* dst) {
                                  std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents

@@ -57,9 +57,16 @@ struct ExpertStore {
     std::string tier_reason;  // why (the report's `why`)
     std::unique_ptr<ExpertTiers> tiers;
 
+    // Layers of experts the store covers: the main layers, and the MTP layer (ExpertSource
+    // layer num_layers) when plan_store was asked for it and could store it as the others.
+    int expert_layers = 0;
+    std::string mtp_experts_why_not;  // asked for the MTP layer and it could not come: why
+
     // Decides the storage for `src`'s experts and plans what a part holds for all its layers
-    // (the codebook and the expert table: layers first .. end-1).
-    void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end);
+    // (the codebook and the expert table: layers first .. end-1, and the MTP layer's row
+    // when `mtp`). The MTP layer's experts are always in the arena, tiered or not.
+    void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end,
+                    bool mtp = false);
     // Plans layer l's experts into r: extents, table row and rotation flags, or dense stacks.
     void plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerRefs& r);
     // Points expert e of layer l at `address` (table and mirror), queued on `stream` and waited for.

@@ -65,7 +65,13 @@
 // copied peer to peer (through the host where the devices cannot). The devices run one after
 // another: the split buys memory, not speed. Logits are the one-device model's bit for bit
 // (tests/gpu/multi_gpu_test.cpp).
-// Not yet: MTP, batched prefill of several sequences.
+// MTP (model doc §5.1, forward_mtp.cpp): the `mtp.0` layer, when the model has it, is uploaded
+// beside the trunk (its projections, norms, hyper head and sliding-window layer as the trunk's
+// layers are, its routed experts as layer num_layers of the expert table, resident in the
+// arena even when the trunk's experts are tiered) and run by mtp_forward on the trunk's final
+// streams, which stay on the device: keep_streams copies rows of the last call's streams into
+// the MTP state's store. One GPU with attention on it only (mtp_why_not says why not).
+// Not yet: batched prefill of several sequences.
 // Plain C++ header; built in GPU builds only (libaff/runtime/open_sequence.hpp is the always-built door).
 #pragma once
 
@@ -141,11 +147,25 @@ struct GpuOptions {
 // on the CPU, `attention` is the CPU's own DecodeState. position counts the tokens run.
 // With several GPUs each holds the state of its own layers: `device` the first GPU's,
 // `next_devices` the second's, third's, ... (empty on one GPU).
+// The MTP layer's own state (GpuModel::new_mtp_state) is a GpuDecodeState too, holding only
+// `mtp` (its ring [W, Dh], a saved copy of the ring, the store of the trunk's streams of the
+// last W positions by position mod W, and the layer's last output streams) and mtp_position;
+// the trunk's forward never writes it, so the trunk's snapshot and rewind ranges leave it out:
+// its owner (the MTP drafter) puts its ring back itself after guesses the trunk has not
+// confirmed, and starts it afresh after a restore, as on the CPU (mtp_drafter.hpp).
 struct GpuDecodeState {
     std::int64_t position = 0;
     Buffer device;
     std::vector<Buffer> next_devices;
     DecodeState attention;
+    Buffer mtp;
+    std::int64_t mtp_position = 0;
+};
+
+// Where the MTP layer's streams come from (GpuModel::mtp_forward).
+enum class MtpInput {
+    trunk,  // the trunk's streams of positions mtp_position.., from the state's store (keep_streams)
+    own,    // one token: the MTP layer's own output streams of its last call (a chained guess)
 };
 
 // A host copy of one sequence's decode state at its position (GpuModel::snapshot), for the
@@ -319,11 +339,42 @@ public:
     void rewind(GpuDecodeState& st, const GpuRewindPoint& point) const;
     std::vector<StateRange> rewind_ranges(std::int64_t position, int tokens) const;
 
+    // MTP drafts (model doc §5.1; forward_mtp.cpp). has_mtp: the model has an MTP layer and it
+    // is on the device (else mtp_why_not() says why); the calls below throw unsupported then.
+    bool has_mtp() const;
+    std::string mtp_why_not() const;
+    // A state for the MTP layer (see GpuDecodeState): empty ring, position 0.
+    GpuDecodeState new_mtp_state() const;
+    // Copies rows [from_row, from_row + rows) of the final streams [n, hc_mult, D] of this
+    // model's last forward or decode call (of one sequence: row i is its i-th token) into
+    // mtp's store at positions position..; device to device, queued, no wait. rows <= W.
+    // Call it before any other call of this model: the next one overwrites those streams.
+    void keep_streams(GpuDecodeState& mtp, std::int64_t position, int from_row, int rows) const;
+    // Model::mtp_forward on the device: the MTP layer at positions mtp.mtp_position .. + n on
+    // the streams `from` names and the tokens that follow them, advancing mtp_position by n;
+    // returns the logits of the last row [V], or of every row [n, V] when all_logits. Its
+    // output streams of the last row are kept for a chained call (MtpInput::own, n == 1).
+    // Projections take the GEMVs (fp32 activations) whatever the length.
+    std::vector<float> mtp_forward(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens, MtpInput from,
+                                   bool all_logits = false);
+    // Empties the MTP ring (zeros, as a fresh CPU state's) and sets mtp_position.
+    void mtp_restart(GpuDecodeState& mtp, std::int64_t position) const;
+    // Saves the ring, or puts the saved copy back and sets mtp_position (chained guesses
+    // write ring rows the trunk has not confirmed). Device to device, queued.
+    void mtp_save_ring(GpuDecodeState& mtp) const;
+    void mtp_restore_ring(GpuDecodeState& mtp, std::int64_t position) const;
+    // The MTP ring [W, Dh] in host memory (tests).
+    std::vector<float> mtp_ring(const GpuDecodeState& mtp) const;
+
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
     // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.
     GpuStepProfile profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
     // Runs only the first `layers` layers from now on (ForwardOptions::max_layers; -1: all).
     void set_max_layers(int layers);
+    // While on, every call takes the GEMVs whatever its length (as decode steps do), so its
+    // rows round as single steps' do: the verify calls of speculative decoding, whose argmaxes
+    // must be those of single steps (gpu_sequence.hpp turns it on while it keeps undo records).
+    void set_gemv_calls(bool on);
     // Least bytes of weights a decode step of `sequences` sequences reads from device memory
     // as this model stores them: the head, the embedding rows, and of each layer run every
     // weight but the routed experts plus k routed experts per sequence (all distinct).
@@ -351,6 +402,9 @@ private:
     void report_routes(std::span<const std::int32_t> tokens, std::span<const std::int64_t> starts);
     // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
     Impl& expert_owner(int layer, int expert, const char* what) const;
+    // The part that runs the MTP layer, after checking it has it and `mtp` (when given) is an
+    // MTP state of this model; its device made current (forward_mtp.cpp).
+    Impl& mtp_part(const GpuDecodeState* mtp, const char* what) const;
 
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed

@@ -54,7 +54,8 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
     const LayerStateRefs& sr = state_refs[l];
     const int D = c.hidden_size, H = c.num_heads, Dh = c.head_dim, Rq = c.q_lora_rank;
     const float eps = static_cast<float>(c.rms_norm_eps);
-    const std::vector<float>& inv = c.attention[l] == AttentionKind::sliding ? inv_freq_main : inv_freq_compress;
+    const bool sliding = l >= c.num_layers || c.attention[l] == AttentionKind::sliding;  // the MTP layer: sliding
+    const std::vector<float>& inv = sliding ? inv_freq_main : inv_freq_compress;
     // Query path: low-rank q, q_norm, per-head unweighted norm, RoPE.
     // wq_a and wkv (the latent that is both key and value) read the same input: one launch.
     mark("attention q/kv projections");

@@ -90,6 +90,10 @@ void GpuModel::set_max_layers(int layers) {
     }
 }
 
+void GpuModel::set_gemv_calls(bool on) {
+    for (const auto& p : shards_) p->gemv_calls = on;
+}
+
 GpuStepProfile GpuModel::profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
     GpuStepProfile p;
     const bool graphs = shards_.front()->options.graphs;

@@ -120,7 +120,18 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     DenseRef embed, head;
     std::size_t norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
+    // layers[num_layers] (and state_refs[num_layers], its ring at offset 0 of the MTP state's
+    // buffer) is the MTP layer's when has_mtp; its own weights besides the layer are these.
     std::vector<LayerRefs> layers;
+    bool has_mtp = false;
+    std::string mtp_why_not;
+    struct MtpRefs {
+        Linear e_proj, h_proj;
+        std::size_t enorm = 0, hnorm = 0, norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
+        // The MTP state's buffer: ring [W, Dh], saved ring, store [W][hc, D], last output [hc, D].
+        std::size_t ring = 0, saved = 0, store = 0, out = 0, bytes = 0;
+        std::size_t identity = 0;  // post = 1, comb = I for kScratchTokens rows: hc_post as "add e to every stream"
+    } mtp;
     std::vector<std::size_t> layer_dense_bytes;  // every weight of a layer but its routed experts
     int fp8_linears = 0, dense_linears = 0;
 
@@ -144,8 +155,10 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // (fp8_gemm, bf16_gemm, moe_gemm) where the shape allows; decode steps (of any number of
     // sequences) and shorter calls stay on the GEMVs, which keep fp32 activations.
     bool prefill_call = false;  // set by run()
+    bool gemv_calls = false;    // GpuModel::set_gemv_calls: every call on the GEMVs
     bool use_gemm(int n) const {
-        return !options.exact && prefill_call && options.gemm_min_tokens > 0 && n >= options.gemm_min_tokens;
+        return !options.exact && !gemv_calls && prefill_call && options.gemm_min_tokens > 0 &&
+               n >= options.gemm_min_tokens;
     }
 
     Impl(const Model& m, const GpuOptions& o, int dev, int first, int end)
@@ -249,6 +262,19 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // when any of its w2 are, each pair's SwiGLU row; the kernel picks the rotated input for a
     // flagged expert (per-expert flags on the device).
     void routed_codebook(const LayerRefs& r, int n);
+
+    // One layer l (Model::layer_forward): mHC around attention and MoE with their norms, on
+    // the n rows in x; `pending` as run()'s; returns whether an expand is left pending.
+    bool run_layer(int l, std::span<const Seq> seqs, int n, bool pending, GpuDecodeState* cpu_state);
+    // The last expand when pending, the hyper head `w`, the norm norm_w and the head: logits of
+    // rows first .. n-1 of x.
+    void run_head(int n, int first, bool pending, std::size_t fn, std::size_t base, std::size_t scale,
+                  std::size_t norm_w);
+    // Plans one layer's weights (attention, norms, mHC, router, shared and routed experts) under
+    // `prefix` ("layers.3." or "mtp.0.") as layer l.
+    LayerRefs put_layer(const LayerWeights& lw, const std::string& prefix, int l, bool hash, const TensorReader* ck);
+    // The MTP layer's weights and its state's layout (forward_mtp.cpp), when it can run here.
+    void plan_mtp(const TensorReader* ck);
 
     // Runs this part's layers (and the embedding, the head where it has them) on rows
     // first.. of n; `pending` says whether the previous part left an expand pending in f,

@@ -27,17 +27,29 @@ HcConfig GpuModel::Impl::hc_config() const {
 // only if it is the last; otherwise it returns with the residual stream in x (and an expand
 // pending in f, post, comb when it returns true) for hand_over.
 bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeState* cpu_state, bool pending) {
-    void* s = stream.handle();
-    const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
-    const float eps = static_cast<float>(c.rms_norm_eps);
-    const HcConfig hcc = hc_config();
+    const int hc = c.hc_mult, D = c.hidden_size;
     prefill_call = seqs.size() == 1;
     steps.layer = -1;
     if (first_layer == 0) {
         mark("embedding");
-        gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, s);  // §3.0
+        gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, stream.handle());  // §3.0
     }
+    for (int l = first_layer; l < run_end(); ++l) pending = run_layer(l, seqs, n, pending, cpu_state);
+    steps.layer = -1;
+    if (end_layer < c.num_layers) {  // the next part continues from here
+        mark("end");
+        return pending;
+    }
+    // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
+    run_head(n, first, pending, hc_head_fn, hc_head_base, hc_head_scale, norm);
+    return false;
+}
 
+bool GpuModel::Impl::run_layer(int l, std::span<const Seq> seqs, int n, bool pending, GpuDecodeState* cpu_state) {
+    void* s = stream.handle();
+    const int hc = c.hc_mult, D = c.hidden_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const HcConfig hcc = hc_config();
     // Decode-sized calls (1..4 tokens, up to 4 streams) run each mHC site as two launches
     // (hc_site: the expand of the previous sub-block, the pre step with Sinkhorn and the norm
     // of the next); the expand then waits in f (pending) until the next site. Other calls
@@ -57,52 +69,49 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
         if (fused) pending = true;
         else hc_post(x, f, post, comb, n, D, s, hc);
     };
+    const LayerRefs& r = layers[l];
+    steps.layer = l;
+    // mHC around attention (Model::layer_forward): collapse, attn_norm.
+    mark("mHC and norms");
+    site(r.hc_attn_fn, r.hc_attn_base, r.hc_attn_scale, r.attn_norm);
+    if (attention_on_gpu) {
+        attention_gpu(l, seqs, n);
+    } else {  // attention on the CPU (see forward.hpp): one sequence, its start on the host
+        std::vector<float> a_host(std::size_t(n) * D), f_host(std::size_t(n) * D);
+        stream.copy(a_host.data(), a, a_host.size() * 4);
+        stream.synchronize();
+        cpu.attention_block(l, cpu_state->attention.layers[l], seqs[0].start, n, a_host.data(), f_host.data());
+        stream.copy(f, f_host.data(), f_host.size() * 4);
+        stream.synchronize();  // f_host is freed on return
+    }
+    mark("mHC and norms");
+    expand();
+    // mHC around the MoE.
+    site(r.hc_ffn_fn, r.hc_ffn_base, r.hc_ffn_scale, r.ffn_norm);
+    moe(r, n);
+    if (!fused) mark("mHC and norms");
+    expand();
+    return pending;
+}
 
-    std::vector<float> a_host, f_host;
-    for (int l = first_layer; l < run_end(); ++l) {
-        const LayerRefs& r = layers[l];
-        steps.layer = l;
-        // mHC around attention (Model::layer_forward): collapse, attn_norm.
-        mark("mHC and norms");
-        site(r.hc_attn_fn, r.hc_attn_base, r.hc_attn_scale, r.attn_norm);
-        if (attention_on_gpu) {
-            attention_gpu(l, seqs, n);
-        } else {  // attention on the CPU (see forward.hpp): one sequence, its start on the host
-            a_host.resize(std::size_t(n) * D);
-            f_host.resize(std::size_t(n) * D);
-            stream.copy(a_host.data(), a, a_host.size() * 4);
-            stream.synchronize();
-            cpu.attention_block(l, cpu_state->attention.layers[l], seqs[0].start, n, a_host.data(), f_host.data());
-            stream.copy(f, f_host.data(), f_host.size() * 4);
-        }
-        mark("mHC and norms");
-        expand();
-        // mHC around the MoE.
-        site(r.hc_ffn_fn, r.hc_ffn_base, r.hc_ffn_scale, r.ffn_norm);
-        moe(r, n);
-        if (!fused) mark("mHC and norms");
-        expand();
-    }
-    steps.layer = -1;
-    if (end_layer < c.num_layers) {  // the next part continues from here
-        mark("end");
-        return pending;
-    }
+void GpuModel::Impl::run_head(int n, int first, bool pending, std::size_t fn, std::size_t base, std::size_t scale,
+                              std::size_t norm_w) {
+    void* s = stream.handle();
+    const int hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const HcConfig hcc = hc_config();
     mark("hyper head, final norm, head");
-
-    // §3.2 hyper head, §3.10 final norm and head (Model::hyper_head_logits).
     const int rows = n - first;
-    const HcWeights head_w{at<float>(hc_head_fn), at<float>(hc_head_base), at<float>(hc_head_scale)};
+    const HcWeights head_w{at<float>(fn), at<float>(base), at<float>(scale)};
     if (pending && first == 0) {  // fused: the last expand, the hyper head and the final norm
-        hc_head_site(x, f, post, comb, n, head_w, hcc, at<float>(norm), hc_scratch, y, s);
+        hc_head_site(x, f, post, comb, n, head_w, hcc, at<float>(norm_w), hc_scratch, y, s);
     } else {
         if (pending) hc_post(x, f, post, comb, n, D, s, hc);
         hc_head(x + std::size_t(first) * hc * D, rows, head_w, hcc, hc_scratch, y, s);
-        rms_norm(y, at<float>(norm), y, rows, D, eps, s);
+        rms_norm(y, at<float>(norm_w), y, rows, D, eps, s);
     }
     dense_rows(at<void>(head.offset), head.type, V, D, y, D, rows, logits, V);
     mark("end");
-    return false;
 }
 
 void GpuModel::Impl::hand_over(Impl& next, int n, bool pending) {

@@ -29,7 +29,7 @@ void GpuModel::Impl::decide_attention() {
 
 void GpuModel::Impl::plan_state() {
     state_bytes = 0;
-    state_refs.assign(c.num_layers, {});
+    state_refs.assign(c.num_layers + 1, {});  // the last: the MTP layer's (its ring at 0 of its own buffer)
     if (!attention_on_gpu) return;
     auto take = [&](std::size_t floats) {
         const std::size_t at = state_bytes;
@@ -213,7 +213,7 @@ std::string GpuModel::describe() const {
       << type(last.head.type) << ", linears: " << fp8_linears << " fp8, " << dense_linears << " dense), routed experts "
       << format_bytes(plan.expert_bytes) << " ("
       << (m.experts_codebook ? std::string(m.rotated_matrices == 0 ? "TQ2875"
-                                           : m.rotated_matrices == 3 * c.num_layers * c.n_routed_experts
+                                           : m.rotated_matrices == 3 * m.expert_layers * c.n_routed_experts
                                                ? "TQ2875R"
                                                : "TQ2875/TQ2875R") +
                                    " codebook-stored through moe_gemv" +
@@ -229,6 +229,7 @@ std::string GpuModel::describe() const {
     else
         o << "; attention on the CPU (" << m.attention_why_cpu << ")";
     if (m.tiers) o << "; " << tiers().describe();
+    o << "; MTP layer " << (m.has_mtp ? "on the GPU" : "not on the GPU (" + m.mtp_why_not + ")");
     if (shards_.size() > 1) {
         o << "; layers split across " << shards_.size() << " GPUs:";
         for (std::size_t i = 0; i < shards_.size(); ++i) {

@@ -107,50 +107,60 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     }
     head_bytes = arena_bytes - embed_bytes;
     if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
-    plan_store(c, *w.experts, *this, first_layer, end_layer);
+    // The MTP layer comes when the whole model is on this one part with attention on the GPU.
+    const bool want_mtp = cpu.has_mtp() && first_layer == 0 && end_layer == c.num_layers && attention_on_gpu;
+    if (!cpu.has_mtp()) mtp_why_not = "the model has none";
+    else if (!attention_on_gpu) mtp_why_not = "attention runs on the CPU";
+    else if (!want_mtp) mtp_why_not = "the layers are split across GPUs";
+    plan_store(c, *w.experts, *this, first_layer, end_layer, want_mtp);
     inv_freq_main = rope_inv_freq(c.rope_main, c.rope_dim);
     inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
     if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
     common_bytes = arena_bytes - embed_bytes - head_bytes;
-    layers.assign(c.num_layers, {});
+    layers.assign(c.num_layers + 1, {});
     layer_dense_bytes.assign(c.num_layers, 0);
     layer_bytes.assign(c.num_layers, 0);
     for (int l = first_layer; l < end_layer; ++l) {
         const std::size_t dense_before = plan.dense_bytes, arena_before = arena_bytes;
-        const LayerWeights& lw = w.layers[l];
-        const std::string p = "layers." + std::to_string(l) + ".ffn.";
-        LayerRefs r;
-        if (attention_on_gpu) r.attn = put_attention(lw.attn, "layers." + std::to_string(l) + ".attn.", ck);
-        r.attn_norm = put_vec(lw.attn_norm);
-        r.ffn_norm = put_vec(lw.ffn_norm);
-        r.hc_attn_fn = put_vec(lw.hc_attn.fn.w);
-        r.hc_attn_base = put_vec(lw.hc_attn.base);
-        r.hc_attn_scale = put_vec(lw.hc_attn.scale);
-        r.hc_ffn_fn = put_vec(lw.hc_ffn.fn.w);
-        r.hc_ffn_base = put_vec(lw.hc_ffn.base);
-        r.hc_ffn_scale = put_vec(lw.hc_ffn.scale);
-        r.gate = put_linear(lw.ffn.gate, p + "gate.weight", ck);
-        r.hash = c.hash_routed[l];
-        if (r.hash) {
-            const std::vector<std::int32_t>& ids = lw.ffn.tid2eid;
-            r.tid2eid = reserve(ids.size() * 4, plan.dense_bytes);
-            uploads.push_back({r.tid2eid, ids.size() * 4, [&ids](std::uint8_t* dst) {
-                                   std::memcpy(dst, ids.data(), ids.size() * 4);
-                               }});
-        } else {
-            r.bias = put_vec(lw.ffn.bias);
-        }
-        r.has_shared = lw.ffn.has_shared;
-        if (r.has_shared) {
-            r.shared_w1 = put_linear(lw.ffn.shared_w1, p + "shared_experts.w1.weight", ck);
-            r.shared_w2 = put_linear(lw.ffn.shared_w2, p + "shared_experts.w2.weight", ck);
-            r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
-        }
-        plan_layer(c, *this, l, r);
+        layers[l] = put_layer(w.layers[l], "layers." + std::to_string(l) + ".", l, c.hash_routed[l], ck);
         layer_dense_bytes[l] = plan.dense_bytes - dense_before;
         layer_bytes[l] = arena_bytes - arena_before;
-        layers[l] = r;
     }
+    if (want_mtp) plan_mtp(ck);
+}
+
+LayerRefs GpuModel::Impl::put_layer(const LayerWeights& lw, const std::string& prefix, int l, bool hash,
+                                    const TensorReader* ck) {
+    const std::string p = prefix + "ffn.";
+    LayerRefs r;
+    if (attention_on_gpu) r.attn = put_attention(lw.attn, prefix + "attn.", ck);
+    r.attn_norm = put_vec(lw.attn_norm);
+    r.ffn_norm = put_vec(lw.ffn_norm);
+    r.hc_attn_fn = put_vec(lw.hc_attn.fn.w);
+    r.hc_attn_base = put_vec(lw.hc_attn.base);
+    r.hc_attn_scale = put_vec(lw.hc_attn.scale);
+    r.hc_ffn_fn = put_vec(lw.hc_ffn.fn.w);
+    r.hc_ffn_base = put_vec(lw.hc_ffn.base);
+    r.hc_ffn_scale = put_vec(lw.hc_ffn.scale);
+    r.gate = put_linear(lw.ffn.gate, p + "gate.weight", ck);
+    r.hash = hash;
+    if (r.hash) {
+        const std::vector<std::int32_t>& ids = lw.ffn.tid2eid;
+        r.tid2eid = reserve(ids.size() * 4, plan.dense_bytes);
+        uploads.push_back({r.tid2eid, ids.size() * 4, [&ids](std::uint8_t* dst) {
+                               std::memcpy(dst, ids.data(), ids.size() * 4);
+                           }});
+    } else {
+        r.bias = put_vec(lw.ffn.bias);
+    }
+    r.has_shared = lw.ffn.has_shared;
+    if (r.has_shared) {
+        r.shared_w1 = put_linear(lw.ffn.shared_w1, p + "shared_experts.w1.weight", ck);
+        r.shared_w2 = put_linear(lw.ffn.shared_w2, p + "shared_experts.w2.weight", ck);
+        r.shared_w3 = put_linear(lw.ffn.shared_w3, p + "shared_experts.w3.weight", ck);
+    }
+    plan_layer(c, *this, l, r);
+    return r;
 }
 
 }  // namespace aff::gpu

@@ -1,0 +1,187 @@
+// The MTP layer on the GPU (forward.hpp: has_mtp .. mtp_ring; model doc §5.1, the CPU's
+// Model::mtp_forward step by step): X0 = h_proj · hnorm(H) + e_proj · enorm(embed[next token])
+// on every stream, one sliding-window layer run by the trunk's own layer code as layer
+// num_layers (its ring in the MTP state's buffer), its own hyper head and norm, the shared
+// head. H is the trunk's final streams, which never leave the device: keep_streams copies the
+// last call's rows into the MTP state's store (slot = position mod W), or the MTP layer's
+// own last output row for a chained guess. Only the logits come back to the host.
+#include "libaff/core/error.hpp"
+#include "libaff/gpu/forward_impl.hpp"
+#include "kernels/embed.hpp"
+#include "kernels/rms_norm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace aff::gpu {
+
+using namespace fwd;
+
+void GpuModel::Impl::plan_mtp(const TensorReader* ck) {
+    if (!mtp_experts_why_not.empty()) {
+        mtp_why_not = mtp_experts_why_not;
+        return;
+    }
+    const MtpWeights& w = cpu.weights().mtp.at(0);
+    const int L = c.num_layers, W = c.sliding_window, hc = c.hc_mult;
+    const std::size_t D = c.hidden_size;
+    layers[L] = put_layer(w.layer, "mtp.0.", L, false, ck);
+    mtp.e_proj = put_linear(w.e_proj, "mtp.0.e_proj.weight", ck);
+    mtp.h_proj = put_linear(w.h_proj, "mtp.0.h_proj.weight", ck);
+    mtp.enorm = put_vec(w.enorm);
+    mtp.hnorm = put_vec(w.hnorm);
+    mtp.norm = put_vec(w.norm);
+    mtp.hc_head_fn = put_vec(w.hc_head.fn.w);
+    mtp.hc_head_base = put_vec(w.hc_head.base);
+    mtp.hc_head_scale = put_vec(w.hc_head.scale);
+    // hc_post with post = 1 and comb = I gives x[t][k] + e[t] on every stream, exactly the
+    // CPU's sum: 1·e + x[k] + 0·(the others). For the W rows a call takes at most.
+    std::vector<float> identity(std::size_t(W) * hc * (1 + hc), 0.0f);
+    for (int t = 0; t < W; ++t)
+        for (int k = 0; k < hc; ++k) {
+            identity[std::size_t(t) * hc + k] = 1.0f;  // post [W, hc]
+            identity[std::size_t(W) * hc + (std::size_t(t) * hc + k) * hc + k] = 1.0f;  // comb [W, hc, hc]
+        }
+    mtp.identity = reserve(identity.size() * 4, plan.dense_bytes);
+    uploads.push_back({mtp.identity, identity.size() * 4, [identity](std::uint8_t* dst) {
+                           std::memcpy(dst, identity.data(), identity.size() * 4);
+                       }});
+    // The MTP state's buffer.
+    std::size_t at = 0;
+    auto take = [&](std::size_t floats) {
+        const std::size_t offset = at;
+        at += align_up(floats * 4);
+        return offset;
+    };
+    mtp.ring = take(std::size_t(W) * c.head_dim);
+    mtp.saved = take(std::size_t(W) * c.head_dim);
+    mtp.store = take(std::size_t(W) * hc * D);
+    mtp.out = take(std::size_t(hc) * D);
+    mtp.bytes = at;
+    state_refs[L] = {};
+    state_refs[L].ring = mtp.ring;
+    has_mtp = true;
+}
+
+GpuModel::Impl& GpuModel::mtp_part(const GpuDecodeState* mtp, const char* what) const {
+    Impl& m = *shards_.front();
+    if (shards_.size() != 1 || !m.has_mtp)
+        throw_unsupported(std::string(what) + ": the MTP layer is not on the GPU (" + mtp_why_not() + ")");
+    if (mtp && mtp->mtp.size() < m.mtp.bytes) throw_internal(std::string(what) + ": not an MTP state of this model");
+    use_device(m.device);
+    return m;
+}
+
+bool GpuModel::has_mtp() const { return shards_.size() == 1 && shards_.front()->has_mtp; }
+
+std::string GpuModel::mtp_why_not() const {
+    if (has_mtp()) return {};
+    return shards_.size() != 1 ? "the layers are split across GPUs" : shards_.front()->mtp_why_not;
+}
+
+GpuDecodeState GpuModel::new_mtp_state() const {
+    Impl& m = mtp_part(nullptr, "new_mtp_state");
+    GpuDecodeState st;
+    st.mtp = Buffer(m.mtp.bytes);
+    m.stream.fill(st.mtp.data(), 0, m.mtp.bytes);
+    m.stream.synchronize();
+    return st;
+}
+
+void GpuModel::keep_streams(GpuDecodeState& mst, std::int64_t position, int from_row, int rows) const {
+    Impl& m = mtp_part(&mst, "keep_streams");
+    const int W = m.c.sliding_window;
+    if (rows < 0 || rows > W || from_row < 0 || position < 0 || from_row + rows > m.capacity)
+        throw_usage("keep_streams: rows " + std::to_string(from_row) + ".." + std::to_string(from_row + rows) +
+                    " of the last call (at most " + std::to_string(W) + " kept)");
+    const std::size_t row = std::size_t(m.c.hc_mult) * m.c.hidden_size * 4;
+    std::uint8_t* store = mst.mtp.as<std::uint8_t>() + m.mtp.store;
+    const std::uint8_t* x = reinterpret_cast<const std::uint8_t*>(m.x) + std::size_t(from_row) * row;
+    const int slot = int(position % W), first = std::min(rows, W - slot);
+    m.stream.copy(store + std::size_t(slot) * row, x, std::size_t(first) * row);
+    if (rows > first) m.stream.copy(store, x + std::size_t(first) * row, std::size_t(rows - first) * row);
+}
+
+std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const std::int32_t> next, MtpInput from,
+                                         bool all_logits) {
+    Impl& m = mtp_part(&mst, "mtp_forward");
+    const ModelConfig& c = m.c;
+    const int n = static_cast<int>(next.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size,
+              W = c.sliding_window, L = c.num_layers;
+    if (n < 1 || n > W)
+        throw_usage("mtp_forward: " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
+    if (from == MtpInput::own && n != 1) throw_usage("mtp_forward: a chained call runs one token");
+    for (std::int32_t t : next)
+        if (t < 0 || t >= V)
+            throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    void* s = m.stream.handle();
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    m.ensure_scratch(n * hc);  // u holds the n·hc normalised streams
+    m.prefill_call = false;    // GEMVs: fp32 activations, as the trunk's short calls
+    m.steps.layer = -1;
+    std::vector<std::int32_t> pos(n);
+    for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(mst.mtp_position + t);
+    m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
+    m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
+    // e_proj · enorm(embed[next]) into `shared` [n, D].
+    gpu::embed(m.at<void>(m.embed.offset), m.embed.type, D, m.tokens_dev, n, 1, m.f, s);
+    rms_norm(m.f, m.at<float>(m.mtp.enorm), m.f, n, D, eps, s);
+    m.apply(m.mtp.e_proj, m.f, D, n, m.shared, D);
+    // hnorm of every stream of H into u [n·hc, D], then h_proj into x [n, hc, D].
+    const std::size_t row = std::size_t(hc) * D;
+    const float* base = mst.mtp.as<float>();
+    if (from == MtpInput::own) {
+        rms_norm(base + m.mtp.out / 4, m.at<float>(m.mtp.hnorm), m.u, hc, D, eps, s);
+    } else {
+        const int slot = int(mst.mtp_position % W), first = std::min(n, W - slot);
+        const float* store = base + m.mtp.store / 4;
+        rms_norm(store + std::size_t(slot) * row, m.at<float>(m.mtp.hnorm), m.u, first * hc, D, eps, s);
+        if (n > first)
+            rms_norm(store, m.at<float>(m.mtp.hnorm), m.u + std::size_t(first) * row, (n - first) * hc, D, eps, s);
+    }
+    m.apply(m.mtp.h_proj, m.u, D, n * hc, m.x, D);
+    const float* identity = m.at<float>(m.mtp.identity);
+    hc_post(m.x, m.shared, identity, identity + std::size_t(W) * hc, n, D, s, hc);
+    // The layer, with the trunk's code, on the MTP state's ring; its hyper head and norm.
+    const Seq seq{mst.mtp.as<std::uint8_t>(), mst.mtp_position, n, 0, nullptr};
+    const bool pending = m.run_layer(L, std::span<const Seq>(&seq, 1), n, false, nullptr);
+    m.steps.layer = -1;
+    const int first = all_logits ? 0 : n - 1;
+    m.run_head(n, first, pending, m.mtp.hc_head_fn, m.mtp.hc_head_base, m.mtp.hc_head_scale, m.mtp.norm);
+    // run_head leaves x expanded: the last row is the next chained call's H.
+    m.stream.copy(mst.mtp.as<std::uint8_t>() + m.mtp.out, m.x + std::size_t(n - 1) * row, row * 4);
+    std::vector<float> out(std::size_t(n - first) * V);
+    m.stream.copy(out.data(), m.logits, out.size() * 4);
+    m.stream.synchronize();
+    mst.mtp_position += n;
+    return out;
+}
+
+void GpuModel::mtp_restart(GpuDecodeState& mst, std::int64_t position) const {
+    Impl& m = mtp_part(&mst, "mtp_restart");
+    m.stream.fill(mst.mtp.as<std::uint8_t>() + m.mtp.ring, 0, std::size_t(m.c.sliding_window) * m.c.head_dim * 4);
+    mst.mtp_position = position;
+}
+
+void GpuModel::mtp_save_ring(GpuDecodeState& mst) const {
+    Impl& m = mtp_part(&mst, "mtp_save_ring");
+    std::uint8_t* b = mst.mtp.as<std::uint8_t>();
+    m.stream.copy(b + m.mtp.saved, b + m.mtp.ring, std::size_t(m.c.sliding_window) * m.c.head_dim * 4);
+}
+
+void GpuModel::mtp_restore_ring(GpuDecodeState& mst, std::int64_t position) const {
+    Impl& m = mtp_part(&mst, "mtp_restore_ring");
+    std::uint8_t* b = mst.mtp.as<std::uint8_t>();
+    m.stream.copy(b + m.mtp.ring, b + m.mtp.saved, std::size_t(m.c.sliding_window) * m.c.head_dim * 4);
+    mst.mtp_position = position;
+}
+
+std::vector<float> GpuModel::mtp_ring(const GpuDecodeState& mst) const {
+    Impl& m = mtp_part(&mst, "mtp_ring");
+    std::vector<float> ring(std::size_t(m.c.sliding_window) * m.c.head_dim);
+    m.stream.copy(ring.data(), mst.mtp.as<std::uint8_t>() + m.mtp.ring, ring.size() * 4);
+    m.stream.synchronize();
+    return ring;
+}
+
+}  // namespace aff::gpu
