@@ -4,6 +4,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/draft_gate.hpp"
+#include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
 #include <cstdio>
@@ -43,13 +44,19 @@ OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequen
         out.description = "drafts off (the model has no MTP layer)";
         return out;
     }
-    auto* cpu = dynamic_cast<CpuSequence*>(&backend);
-    if (!cpu) {
-        if (insist) throw_unsupported("--draft mtp: MTP drafts run on the CPU path only so far (--gpus 0)");
-        out.description = "drafts off (MTP drafts run on the CPU path only so far)";
-        return out;
+    std::unique_ptr<MtpDrafter> mtp;
+    if (auto* cpu = dynamic_cast<CpuSequence*>(&backend)) {
+        mtp = std::make_unique<MtpDrafter>(model, *cpu, choice.max_tokens);
+    } else {
+        std::string why;
+        std::unique_ptr<MtpRunner> runner = make_gpu_mtp_runner(backend, why);
+        if (!runner) {
+            if (insist) throw_unsupported("--draft mtp: " + why);
+            out.description = "drafts off (" + why + ")";
+            return out;
+        }
+        mtp = std::make_unique<MtpDrafter>(std::move(runner), choice.max_tokens);
     }
-    auto mtp = std::make_unique<MtpDrafter>(model, *cpu, choice.max_tokens);
     out.description = "drafts: mtp, up to " + std::to_string(choice.max_tokens) + " a step";
     if (insist) {
         out.drafter = std::move(mtp);

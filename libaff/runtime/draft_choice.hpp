@@ -1,7 +1,7 @@
 // Which drafter a generation uses (aff-run's and aff-serve's --draft, --draft-max), in one
 // place so both tools parse, refuse and describe it alike: "auto" drafts with the MTP layer
-// when the model has one and runs on a backend that can draft with it (the CPU reference so
-// far), and then only while drafting is measured faster than decoding without (draft_gate.hpp);
+// when the model has one and runs on a backend that can draft with it (the CPU reference, or
+// the GPU when the MTP layer is on it: GpuModel::has_mtp), and then only while drafting is measured faster than decoding without (draft_gate.hpp);
 // "mtp" insists on drafting; "off" never drafts.
 #pragma once
 
@@ -44,7 +44,8 @@ struct OpenedDrafter {
 
 // The drafter for generations on `backend` (the sequence open_sequence built, before any
 // wrapper). Throws usage for "mtp" on a model without an MTP layer and unsupported for
-// "mtp" on a backend that cannot draft yet (the GPU). `model` and `backend` must outlive it.
+// "mtp" on a backend that cannot draft with it (a GPU model whose MTP layer is not on the
+// GPU: split across GPUs, attention on the CPU, or its experts stored unlike the trunk's). `model` and `backend` must outlive it.
 OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend);
 
 // One line of what the drafts did in a generation: "drafts: 12 verify calls, 1.83 of 3

@@ -29,7 +29,7 @@ public:
     gpu::GpuRewindPoint point;
 };
 
-class GpuSequence final : public UndoLogSequence {
+class GpuSequence final : public UndoLogSequence, public GpuTrunk {
 public:
     GpuSequence(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
         : model_(m, weights, o), state_(model_.new_state()) {}
@@ -42,6 +42,8 @@ public:
     }
     std::string placement_summary() const override { return model_.tiers().summary(); }
     void set_route_observer(RouteObserver* observer) override { model_.set_route_observer(observer); }
+    gpu::GpuModel& gpu_model() override { return model_; }
+    void set_call_listener(TrunkCallListener* listener) override { listener_ = listener; }
     std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
     std::int64_t position() const override { return state_.position; }
     void reset() override {
@@ -61,17 +63,38 @@ public:
 
 private:
     std::unique_ptr<UndoRecord> take_undo(std::span<const std::int32_t> tokens) const override {
-        return std::make_unique<GpuUndo>(model_.rewind_point(state_, static_cast<int>(tokens.size())));
+        if (spare_.empty())
+            return std::make_unique<GpuUndo>(model_.rewind_point(state_, static_cast<int>(tokens.size())));
+        std::unique_ptr<GpuUndo> undo = std::move(spare_.back());
+        spare_.pop_back();
+        model_.rewind_point(state_, static_cast<int>(tokens.size()), undo->point);  // its buffers reused
+        return undo;
     }
     void apply_undo(const UndoRecord& record) override {
         model_.rewind(state_, static_cast<const GpuUndo&>(record).point);
     }
+    void recycle(std::unique_ptr<UndoRecord> record) override {
+        // A verify call and its replay hold two records at once, more with a deeper log:
+        // a few spares cover any depth a drafter asks for.
+        if (spare_.size() < kSpareRecords)
+            spare_.emplace_back(static_cast<GpuUndo*>(record.release()));
+    }
     std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
-        return model_.forward(state_, tokens, all_logits);
+        const std::int64_t start = state_.position;
+        // While the generation loop keeps undo records (it drafts: these are verify calls and
+        // their replays), calls take the GEMVs, whose rows round as a single step's do, so a
+        // greedy verify call chooses what single steps would.
+        model_.set_gemv_calls(rewind_depth() > 0);
+        std::vector<float> logits = model_.forward(state_, tokens, all_logits);
+        if (listener_) listener_->on_trunk_call(start, tokens.size());  // the call's streams are still there
+        return logits;
     }
 
+    static constexpr std::size_t kSpareRecords = 8;
     gpu::GpuModel model_;
     gpu::GpuDecodeState state_;
+    mutable std::vector<std::unique_ptr<GpuUndo>> spare_;
+    TrunkCallListener* listener_ = nullptr;
 };
 
 }  // namespace

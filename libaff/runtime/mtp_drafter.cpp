@@ -1,26 +1,32 @@
 // MtpDrafter (mtp_drafter.hpp): the MTP layer's catch-up over the trunk's positions, its
-// chained guesses, and the ring put back after them.
+// chained guesses, and the ring put back after them, over either backend's runner.
 #include "libaff/runtime/mtp_drafter.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/cpu_mtp_runner.hpp"
 
 #include <algorithm>
 
 namespace aff {
 
-MtpDrafter::MtpDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens)
-    : model_(model), trunk_(trunk), max_tokens_(max_tokens),
-      row_(std::size_t(model.config().hc_mult) * std::size_t(model.config().hidden_size)),
-      window_(std::size_t(model.config().sliding_window)) {
-    if (!model.has_mtp()) throw_unsupported("the model has no MTP layer to draft with");
+namespace {
+std::unique_ptr<MtpRunner> checked(std::unique_ptr<MtpRunner> runner, std::size_t max_tokens) {
+    if (!runner) throw_internal("MtpDrafter: no runner");
     if (max_tokens == 0) throw_usage("the MTP drafter needs at least one draft token");
-    state_ = model.new_state();
-    state_.layers.clear();  // the trunk's state is the sequence's, not ours
-    empty_mtp_ = state_.mtp;
-    trunk_.set_stream_observer(this);
+    return runner;
+}
+}  // namespace
+
+MtpDrafter::MtpDrafter(std::unique_ptr<MtpRunner> runner, std::size_t max_tokens)
+    : runner_(checked(std::move(runner), max_tokens)), max_tokens_(max_tokens),
+      window_(std::int64_t(runner_->window())) {
+    runner_->listen(this);
 }
 
-MtpDrafter::~MtpDrafter() { trunk_.set_stream_observer(nullptr); }
+MtpDrafter::MtpDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens)
+    : MtpDrafter(std::make_unique<CpuMtpRunner>(model, trunk), max_tokens) {}
+
+MtpDrafter::~MtpDrafter() { runner_->listen(nullptr); }
 
 void MtpDrafter::start(const SamplerParams& sampling) {
     new_sequence_ = true;
@@ -32,34 +38,24 @@ void MtpDrafter::start(const SamplerParams& sampling) {
     }
 }
 
-void MtpDrafter::restart(std::int64_t position) {
-    state_.mtp = empty_mtp_;
-    state_.mtp_position = position;
-}
-
-void MtpDrafter::on_streams(std::int64_t start, std::size_t n, std::span<const float> streams) {
-    const std::int64_t end = streams_start_ + std::int64_t(streams_.size() / row_);
+void MtpDrafter::on_trunk_call(std::int64_t start, std::size_t n) {
     // A new sequence, a restored one, or a trunk gone back behind what the MTP layer has
     // consumed: the MTP layer's past does not belong to it any more.
-    if (new_sequence_ || start > end || start < state_.mtp_position) {
+    if (new_sequence_ || start > streams_end_ || start < runner_->position()) {
         new_sequence_ = false;
-        restart(start);
-        streams_.clear();
-        streams_start_ = start;
+        runner_->restart(start);
+        streams_start_ = streams_end_ = start;
     }
-    // Rows from `start` on are replaced (a rewind dropped them); rows the MTP layer has
-    // consumed are no longer needed.
-    streams_.resize(std::size_t(start - streams_start_) * row_);
-    streams_.insert(streams_.end(), streams.begin(), streams.begin() + std::ptrdiff_t(n * row_));
-    // Rows older than one window are dropped too: a ring row depends only on its own
-    // position's inputs, so the last W positions rebuild the whole ring exactly (the next
-    // proposal then restarts the MTP layer there), and the buffer stays bounded while no
-    // proposals come (DraftGate's windows without drafts).
-    const std::int64_t rows = std::int64_t(streams_.size() / row_);
-    const std::int64_t drop =
-        std::max<std::int64_t>({0, state_.mtp_position - streams_start_, rows - std::int64_t(window_)});
-    streams_.erase(streams_.begin(), streams_.begin() + std::ptrdiff_t(std::size_t(drop) * row_));
-    streams_start_ += drop;
+    // Rows from `start` on are replaced (a rewind dropped them). Only the last window is
+    // kept: a ring row depends only on its own position's inputs, so the last W positions
+    // rebuild the whole ring exactly (the next proposal then restarts the MTP layer there),
+    // and the store stays bounded while no proposals come (DraftGate's windows without
+    // drafts); rows the MTP layer has consumed are no longer needed.
+    streams_start_ = std::min(streams_start_, start);
+    streams_end_ = start + std::int64_t(n);
+    const std::size_t kept = std::min<std::size_t>(n, std::size_t(window_));
+    runner_->keep(streams_end_ - std::int64_t(kept), n - kept, kept);
+    streams_start_ = std::max({streams_start_, runner_->position(), streams_end_ - window_});
 }
 
 std::int32_t MtpDrafter::pick(std::span<const float> logits, std::size_t j) {
@@ -80,36 +76,28 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token runs at P, so context[i] is the
     // token at position base + i.
-    const std::int64_t P = trunk_.position();
+    const std::int64_t P = runner_->trunk_position();
     const std::int64_t base = P - std::int64_t(context.size() - 1);
-    const std::int64_t end = streams_start_ + std::int64_t(streams_.size() / row_);
-    if (end < P || P == 0) return {};
+    if (streams_end_ < P || P == 0) return {};
     // The MTP layer runs at q on (H[q], token at q + 1): from where it stands, or where
     // both are known.
-    const std::int64_t first = std::max({state_.mtp_position, base - 1, streams_start_});
-    if (first != state_.mtp_position) restart(first);
+    const std::int64_t first = std::max({runner_->position(), base - 1, streams_start_});
+    if (first != runner_->position()) runner_->restart(first);
     if (first >= P) return {};
     const std::size_t n = std::size_t(P - first);
-    const std::size_t V = std::size_t(model_.config().vocab_size);
+    const std::size_t V = runner_->vocab_size();
     if (sampler_) q_.resize(max_tokens_ * V);
-    std::vector<float> out_streams;
-    std::vector<float> logits = model_.mtp_forward(
-        state_, std::span<const float>(streams_).subspan(std::size_t(first - streams_start_) * row_, n * row_),
-        context.subspan(std::size_t(first + 1 - base), n), false, &out_streams);
+    std::vector<float> logits = runner_->run(context.subspan(std::size_t(first + 1 - base), n));
     std::vector<std::int32_t> guesses{pick(logits, 0)};
     if (max_tokens_ > 1) {
         // Further guesses chain the layer on its own streams; the ring rows they write are
         // the trunk's to decide, so the ring is put back after them.
-        LayerState& ring_state = state_.mtp[0];
-        ring_copy_ = ring_state.ring;
-        std::vector<float> h(out_streams.end() - std::ptrdiff_t(row_), out_streams.end());
+        runner_->save_ring();
         for (std::size_t j = 1; j < max_tokens_; ++j) {
-            const std::int32_t last[1] = {guesses.back()};
-            logits = model_.mtp_forward(state_, h, last, false, &h);
+            logits = runner_->chain(guesses.back());
             guesses.push_back(pick(logits, j));
         }
-        ring_state.ring.swap(ring_copy_);
-        state_.mtp_position = P;
+        runner_->restore_ring(P);
     }
     guesses_ = guesses.size();
     return guesses;
@@ -117,7 +105,7 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
 
 std::span<const float> MtpDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
-    const std::size_t V = std::size_t(model_.config().vocab_size);
+    const std::size_t V = runner_->vocab_size();
     return std::span<const float>(q_).subspan(i * V, V);
 }
 

@@ -28,20 +28,24 @@ std::int64_t UndoLogSequence::rewind_floor() const {
 void UndoLogSequence::trim() {
     const std::int64_t keep_from = position() - static_cast<std::int64_t>(depth_);
     while (!log_.empty() &&
-           (depth_ == 0 || log_.front().start + static_cast<std::int64_t>(log_.front().tokens.size()) <= keep_from))
+           (depth_ == 0 || log_.front().start + static_cast<std::int64_t>(log_.front().tokens.size()) <= keep_from)) {
+        recycle(std::move(log_.front().undo));
         log_.pop_front();
+    }
 }
 
 void UndoLogSequence::rewind_to(std::int64_t to) {
     // Sequence::rewind checked rewind_floor() <= to < position(): the log covers `to`.
     while (!log_.empty() && log_.back().start >= to) {
         apply_undo(*log_.back().undo);
+        recycle(std::move(log_.back().undo));
         log_.pop_back();
     }
     if (position() == to) return;
     Chunk straddling = std::move(log_.back());
     log_.pop_back();
     apply_undo(*straddling.undo);
+    recycle(std::move(straddling.undo));
     forward(std::span<const std::int32_t>(straddling.tokens).first(static_cast<std::size_t>(to - straddling.start)), false);
 }
 

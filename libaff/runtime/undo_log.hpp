@@ -5,7 +5,7 @@
 // rewind into the middle of a chunk costs a forward of that part (a rewind to a chunk's
 // start, e.g. of a decode step, costs only the copy back). Records are kept for the last
 // rewind_depth() tokens, none while the depth is 0 (the default), so a sequence nobody
-// rewinds pays nothing. What "the same as before" means after a replayed part is the
+// rewinds pays nothing; records dropped go back to the backend (recycle) for reuse. What "the same as before" means after a replayed part is the
 // backend's: the CPU reference's logits do not depend on how tokens are split into calls,
 // so there a rewound sequence is bit for bit a fresh run's.
 #pragma once
@@ -39,6 +39,10 @@ protected:    // What forwarding `tokens` at position() will change, saved so ap
     virtual std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) = 0;
     // Drops every record: the state was replaced (reset, restore) and cannot go back.
     void forget_history() { log_.clear(); }
+    // A record no rewind can need any more (trimmed, or applied by a rewind), handed back so
+    // that a backend whose records hold device buffers can reuse them in take_undo rather
+    // than allocate per call; by default it is freed.
+    virtual void recycle(std::unique_ptr<UndoRecord> record) { (void)record; }
 
 private:
     void rewind_to(std::int64_t position) override;
