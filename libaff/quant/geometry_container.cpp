@@ -294,9 +294,8 @@ void compressor_specs(SpecList& s, const std::string& p, const Geometry& g, u64 
     s.norm(p + "norm.weight", dim);
 }
 
-SpecList layer_specs(const Geometry& g, int layer, int ratio, bool hash) {
+SpecList layer_specs(const Geometry& g, const std::string& p, int ratio, bool hash) {
     SpecList s;
-    const std::string p = "layers." + std::to_string(layer) + ".";
     s.norm(p + "attn_norm.weight", g.D);
     s.norm(p + "ffn_norm.weight", g.D);
     s.hyper(p, "attn", (2 + g.n) * g.n, g.n * g.D);
@@ -323,6 +322,20 @@ SpecList layer_specs(const Geometry& g, int layer, int ratio, bool hash) {
     s.fp8(f + "shared_experts.w1", g.I, g.D);
     s.fp8(f + "shared_experts.w2", g.D, g.I);
     s.fp8(f + "shared_experts.w3", g.I, g.D);
+    s.sort();
+    return s;
+}
+
+// The MTP layer (model doc §5.1): a sliding-window layer under "mtp.0." with its input
+// projections, norms and hyper head.
+SpecList mtp_specs(const Geometry& g) {
+    SpecList s = layer_specs(g, "mtp.0.", 0, false);
+    s.fp8("mtp.0.e_proj", g.D, g.D);
+    s.fp8("mtp.0.h_proj", g.D, g.D);
+    s.norm("mtp.0.enorm.weight", g.D);
+    s.norm("mtp.0.hnorm.weight", g.D);
+    s.norm("mtp.0.norm.weight", g.D);
+    s.hyper("mtp.0.", "head", g.n, g.n * g.D);
     s.sort();
     return s;
 }
@@ -382,14 +395,16 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
     const Generator gen(o.seed, o.experts, cb.codebook);
 
     std::vector<SpecList> groups{global_specs(g)};
-    for (u32 l = 0; l < o.layers; ++l) groups.push_back(layer_specs(g, int(l), ratios[l], l < hash_layers));
+    for (u32 l = 0; l < o.layers; ++l)
+        groups.push_back(layer_specs(g, "layers." + std::to_string(l) + ".", ratios[l], l < hash_layers));
+    if (o.mtp) groups.push_back(mtp_specs(g));
     u64 total = 0;
     for (const SpecList& s : groups)
         for (const Spec& t : s.specs) total += spec_bytes(t);
     const u64 expert_matrix_rows[3] = {g.I, g.D, g.I}, expert_matrix_cols[3] = {g.D, g.I, g.D};
     u64 bytes_per_expert = 0;
     for (int m = 0; m < 3; ++m) bytes_per_expert += matrix_bytes(expert_matrix_rows[m], expert_matrix_cols[m]);
-    total += bytes_per_expert * o.experts * o.layers;
+    total += bytes_per_expert * o.experts * (o.layers + (o.mtp ? 1 : 0));
 
     nlohmann::json metadata = {
         {"config", config},
@@ -420,7 +435,8 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
         for (const Spec& s : groups[gi].specs) write_dense(writer, gen, s, pool, progress, buf, report);
         if (gi == 0) continue;
         for (u32 e = 0; e < o.experts; ++e) {
-            const ExpertKey key{false, static_cast<u32>(gi - 1), e};
+            const bool draft = gi > o.layers;  // the MTP layer's group comes last
+            const ExpertKey key{draft, draft ? 0u : static_cast<u32>(gi - 1), e};
             writer.begin_expert(key);
             for (int m = 0; m < 3; ++m) {
                 const std::string name = expert_matrix_name(key, m);

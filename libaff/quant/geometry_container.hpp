@@ -10,7 +10,9 @@
 // codebook, laid out and described exactly as aff-quantize writes them (formats/container.md
 // §5.1), so Model::load, aff-run and the GPU model load the file unchanged. The bytes are a
 // pure function of the options (every tensor has its own generator seeded from the seed and
-// its name), independent of the thread count.
+// its name), independent of the thread count. With `mtp` the file also holds the MTP layer
+// (mtp.0.*: e_proj, h_proj, its norms and hyper head, one sliding-window layer with its
+// routed experts), as a checkpoint with MTP tensors quantised into one container would.
 #pragma once
 
 #include "libaff/core/progress.hpp"
@@ -29,6 +31,7 @@ struct GeometryContainerOptions {
     std::uint32_t experts = 256;     // routed experts a layer (>= num_experts_per_tok = 6)
     std::uint32_t vocab = 129280;    // embedding and head rows (smaller for small test files)
     std::uint64_t seed = 1;
+    bool mtp = false;                // also the MTP layer mtp.0 (§5.1: a sliding layer, its projections, experts)
     std::string tool;                // provenance "tool"
     std::string created;             // provenance "created" (empty: left empty, for reproducible files)
 };

@@ -2,7 +2,7 @@
 // and synthetic weights (libaff/quant/geometry_container.hpp), for the GPU checks and the
 // decode/prefill benchmarks, which need real shapes and not real values. A bench utility,
 // not a user tool: its output is noise to a user.
-//     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S]
+//     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S] [--mtp]
 // Defaults: 2 layers (sliding, sliding), 256 experts (≈ 2.3 GB of experts a layer), the real
 // 129 280-token vocabulary. --layers 3 adds the first CSA layer, 4 the first HCA layer.
 #include "libaff/quant/geometry_container.hpp"
@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     app.add_option("--experts", opt.experts, "routed experts a layer (6..256)")->capture_default_str();
     app.add_option("--vocab", opt.vocab, "embedding/head rows (smaller files)")->capture_default_str();
     app.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
+    app.add_flag("--mtp", opt.mtp, "also the MTP layer mtp.0 (speculative decoding benchmarks)");
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
     return aff::cli::run(app, argc, argv, [&] {

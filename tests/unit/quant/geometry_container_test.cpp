@@ -1,8 +1,9 @@
 // The real-geometry synthetic container (libaff/quant/geometry_container.hpp): the config
 // is V4-Flash's layer order, a small file (one layer, 6 experts, 512 rows of vocabulary,
 // every matrix at its real shape) holds each tensor in the official storage and each
-// expert as aff-quantize lays it out, Model::load runs it to finite logits of moderate
-// size, and the bytes do not depend on the thread count.
+// expert as aff-quantize lays it out (the MTP layer's too), Model::load runs it to finite
+// logits of moderate size (and its MTP layer to finite draft logits), and the bytes do not
+// depend on the thread count.
 #include "libaff/quant/geometry_container.hpp"
 
 #include "libaff/container/container.hpp"
@@ -59,10 +60,11 @@ TEST_CASE("a one-layer geometry container loads and runs", "[quant]") {
     o.experts = 6;
     o.vocab = 512;
     o.seed = 7;
+    o.mtp = true;
     aff::ThreadPool pool2(2);
     const auto report = aff::quant::write_geometry_container(o, pool2, aff::null_progress());
-    CHECK(report.experts == 6);
-    CHECK(report.expert_bytes == 6 * (2 * aff::quant::matrix_bytes(2048, 4096) + aff::quant::matrix_bytes(4096, 2048)));
+    CHECK(report.experts == 12);  // the layer's and the MTP layer's
+    CHECK(report.expert_bytes == 12 * (2 * aff::quant::matrix_bytes(2048, 4096) + aff::quant::matrix_bytes(4096, 2048)));
 
     {
         const aff::Container c = aff::Container::open(o.out_path);
@@ -80,7 +82,10 @@ TEST_CASE("a one-layer geometry container loads and runs", "[quant]") {
         CHECK(c.tensor("layers.0.ffn.gate.tid2eid").type == aff::StorageType::I64);
         CHECK(c.tensor("layers.0.hc_attn_fn").type == aff::StorageType::F32);
         CHECK(c.tensor("embed.weight").shape == std::vector<std::uint64_t>{512, 4096});
-        REQUIRE(c.experts().size() == 6);
+        REQUIRE(c.experts().size() == 12);
+        CHECK(c.tensor("mtp.0.e_proj.weight").type == aff::StorageType::F8_E4M3);
+        CHECK(c.tensor("mtp.0.ffn.experts.5.w1.weight").type == aff::StorageType::TQ2875);
+        CHECK(c.tensor("mtp.0.attn.wkv.weight").shape == std::vector<std::uint64_t>{512, 4096});
         const aff::TensorInfo& w2 = c.tensor("layers.0.ffn.experts.5.w2.weight");
         CHECK(w2.type == aff::StorageType::TQ2875);
         CHECK(w2.shape == std::vector<std::uint64_t>{4096, 2048});
@@ -89,8 +94,13 @@ TEST_CASE("a one-layer geometry container loads and runs", "[quant]") {
     auto model = aff::Model::load(o.out_path, pool2);
     aff::DecodeState st = model->new_state();
     const std::vector<std::int32_t> tokens{3, 141};
-    const std::vector<float> logits = model->forward(st, tokens, false);
+    std::vector<float> streams;
+    const std::vector<float> logits = model->forward(st, tokens, false, &streams);
     REQUIRE(logits.size() == 512);
+    REQUIRE(model->has_mtp());
+    const std::vector<float> draft = model->mtp_forward(st, streams, tokens, false);
+    REQUIRE(draft.size() == 512);
+    for (float v : draft) REQUIRE(std::isfinite(v));
     double sum = 0, sq = 0;
     for (float v : logits) {
         REQUIRE(std::isfinite(v));

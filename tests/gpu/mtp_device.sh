@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# MTP drafts on a GPU (issue 18), with prebuilt portable binaries laid out as main_device_run.sh
+# takes them (BIN/tests/aff_gpu_tests, BIN/tools/aff-run, BIN/tests/mtp_gpu_bench,
+# BIN/tests/make_geometry_container; tests/gpu/configure_portable.sh): first the device family
+# `mtp` (GpuModel::mtp_forward against the CPU's, greedy identity with drafts through
+# generate, the drafter's ring after rejections); then end to end through aff-run on the GPU:
+# tiny-trained's greedy output with --draft mtp --draft-max 1, 3 and 5 must be byte for byte
+# the output with --draft off, stderr naming the drafter and closing with its acceptance line,
+# and --draft auto must name the gated drafter and give the same output; then the speed of
+# drafting (tests/bench/mtp_gpu_bench.cpp: the trained model's acceptance and tok/s on the
+# GPU, and the verify, draft and replay costs on a 2-layer, 128-expert container of
+# V4-Flash's geometry with an MTP layer, written here and removed after). Writes the logs and
+# a summary into OUT; exits 1 if a check failed. Aimed at under 150 s on an H200.
+# usage: tests/gpu/mtp_device.sh BIN OUT
+set -uo pipefail
+bin=$(cd "${1:?usage: mtp_device.sh BIN OUT}" && pwd) || exit 2
+out=${2:?usage: mtp_device.sh BIN OUT}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+export AFF_TEST_DATA=$repo/tests/data
+rc=0
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+start=$SECONDS
+if timeout 150 "$bin/tests/aff_gpu_tests" mtp >"$out/mtp.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
+note "aff_gpu_tests mtp: $t in $((SECONDS - start)) s; $(tail -1 "$out/mtp.txt")"
+grep 'FAIL$' "$out/mtp.txt" | head -30 >>"$summary"
+grep '^mtp ' "$out/mtp.txt" | head -60 >>"$summary"
+
+model=$repo/tests/data/models/tiny-trained
+run() {  # name, flags...
+  local name=$1
+  shift
+  timeout 60 "$bin/tools/aff-run" -m "$model" -p 'def fibonacci(n):' -n 48 --temp 0 --ui plain "$@" \
+    >"$out/$name.txt" 2>"$out/$name.err"
+}
+if ! run plain --draft off; then
+  note "FAIL aff-run --draft off on the GPU: $(tail -1 "$out/plain.err")"
+  rc=1
+else
+  for k in 1 3 5; do
+    if ! run "mtp$k" --draft mtp --draft-max $k; then
+      note "FAIL aff-run --draft mtp --draft-max $k on the GPU: $(tail -1 "$out/mtp$k.err")"
+      rc=1
+      continue
+    fi
+    verdict=ok
+    cmp -s "$out/plain.txt" "$out/mtp$k.txt" || verdict="FAIL output differs from --draft off"
+    grep -qx "aff-run: drafts: mtp, up to $k a step" "$out/mtp$k.err" || verdict="FAIL no drafter line"
+    line=$(grep '^aff-run: drafts: [0-9]* verify calls' "$out/mtp$k.err")
+    [ -n "$line" ] || verdict="FAIL no acceptance line"
+    [ "$verdict" = ok ] || rc=1
+    note "aff-run GPU --draft mtp --draft-max $k: $verdict; ${line#aff-run: }; $(grep -o '[0-9.]* tok/s' "$out/mtp$k.err" | tail -1)"
+  done
+  note "aff-run GPU --draft off: $(grep -o '[0-9.]* tok/s' "$out/plain.err" | tail -1)"
+  if run auto; then
+    grep -qx 'aff-run: drafts: mtp, up to 3 a step, while faster than without' "$out/auto.err" &&
+      cmp -s "$out/plain.txt" "$out/auto.txt" && note "aff-run GPU --draft auto: gated drafter, same output" ||
+      { note "FAIL aff-run GPU --draft auto: $(grep 'drafts' "$out/auto.err" | head -2 | tr '\n' ' ')"; rc=1; }
+  else
+    note "FAIL aff-run GPU --draft auto: $(tail -1 "$out/auto.err")"
+    rc=1
+  fi
+fi
+
+geo=$out/v4-2x128-mtp.aff
+start=$SECONDS
+if timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 2 --experts 128 --mtp -q; then
+  if timeout 200 "$bin/tests/mtp_gpu_bench" "$model" "$model/results.json" "$geo" 4 64 64 15 >"$out/bench.txt" 2>&1; then
+    note "mtp_gpu_bench: ok in $((SECONDS - start)) s (container included)"
+  else
+    note "FAIL mtp_gpu_bench ($?): $(tail -2 "$out/bench.txt" | tr '\n' ' ')"
+    rc=1
+  fi
+  cat "$out/bench.txt" >>"$summary"
+else
+  note "FAIL make_geometry_container --mtp"
+  rc=1
+fi
+rm -f "$geo"
+[ $rc = 0 ] && note "mtp_device.sh: all passed" || note "mtp_device.sh: FAILURES"
+exit $rc
