@@ -27,6 +27,7 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     if (gpu_slots > 0) slab = Buffer(std::size_t(gpu_slots) * slot_bytes);
     if (host_slots > 0) pool = PinnedBuffer(std::size_t(host_slots) * slot_bytes);
     staging = Buffer(slot_bytes);
+    table_upload = PinnedBuffer(std::size_t(layers) * experts * sizeof(const std::uint8_t*));
 
     placement::Geometry g;
     g.layers = static_cast<std::uint32_t>(layers);
@@ -49,6 +50,22 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     if (policy->needs_future())
         throw_usage("--placement-strategy " + options.strategy + " needs the future (trace replay only: aff-trace replay)");
     engine = std::make_unique<placement::PlacementEngine>(g, slots, order, *policy);
+}
+
+ExpertTiers::~ExpertTiers() {
+    try {
+        copy_stream.synchronize();
+    } catch (...) {  // a failing device: the buffers go with it
+    }
+}
+
+void ExpertTiers::wait_for_moves(const Stream& stream) {
+    if (!moves_queued) return;
+    call_start.record(stream);  // the stall is how far moves_done lies past this (read at the next pass)
+    stream.wait(moves_done);
+    moves_queued = false;
+    stall_open = true;
+    ++waited_calls;
 }
 
 const std::uint8_t* ExpertTiers::address(int l, int e) const {

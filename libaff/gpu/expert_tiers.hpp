@@ -9,7 +9,8 @@
 // (forward_tiers.cpp) feeds the routing of the call just made (from the route ring,
 // route_ring.hpp, calls of any length) to the placement engine
 // (placement/engine.hpp) and carries out its admissions: a promoted expert's bytes are copied
-// pool → slab into its victim's slot, the victim's slab → pool into the slot it left.
+// pool → slab into its victim's slot, the victim's slab → pool into the slot it left, on a
+// copy stream of its own (the events that order it with the model's stream: forward_tiers.cpp).
 // Experts in neither tier (the SSD tier) are not implemented: such a plan is refused.
 // Private to the GPU forward.
 #pragma once
@@ -73,6 +74,25 @@ struct ExpertTiers {
     std::uint64_t dispatches = 0, steps = 0, tokens = 0, moves = 0, moved_bytes = 0;
     double move_seconds = 0;
 
+    // The mover's copies and how they are ordered with the model's stream (forward_tiers.cpp).
+    Stream copy_stream;
+    Event call_done;    // on the model's stream after a call: the copies start after it
+    Event copies_start; // on the copy stream once it may start (after call_done)
+    Event moves_done;   // on the copy stream after a pass's copies and table upload
+    Event call_start;   // on the model's stream where the next call waits for moves_done
+    PinnedBuffer table_upload;  // the expert table as the copy stream uploads it (host side stays put)
+    bool moves_queued = false;  // moves_done recorded, no call has waited for it yet
+    bool stall_open = false;    // a call waited: its stall is read at the next pass
+    double stall_seconds = 0;   // the model's stream waited this long on the copies, in all
+    double copy_seconds = 0;    // the copy stream's busy time (copies_start to moves_done), in all
+    std::uint64_t stalled_calls = 0;  // calls that waited on copies at all (> 0 ms)
+    std::uint64_t waited_calls = 0;   // calls queued behind a pass's copies
+
+    ExpertTiers() = default;
+    ExpertTiers(const ExpertTiers&) = delete;
+    ExpertTiers& operator=(const ExpertTiers&) = delete;
+    ~ExpertTiers();  // waits for the copy stream: its copies read and write the buffers
+
     // Plans the tiers (plan_tiers on `in`; refuses experts left for the SSD), allocates the
     // slab, the pool and the staging slot, and places every expert: the
     // `order`'s first plan.gpu_slots in the slab, the rest in the pool. hash: per layer,
@@ -84,6 +104,9 @@ struct ExpertTiers {
     // Fills every expert's slot with its extent's bytes (fill writes them at dst), the pool's
     // directly, the slab's through host staging on `stream`; returns when done.
     void fill(const std::function<void(int, int, std::uint8_t*)>& fill_extent, const Stream& stream);
+    // Before a call's first launch on `stream` (the model's): waits there for the last pass's
+    // copies, when one queued any.
+    void wait_for_moves(const Stream& stream);
     // Bytes the resident part must leave for the tiers besides the slab: the staging slot (the
     // call's routing is in the route ring, route_ring.hpp, among the activations).
     static std::size_t overhead_bytes(const ModelConfig& c, std::size_t slot_bytes);

@@ -235,10 +235,15 @@ struct GpuTierReport {
     std::uint64_t tokens = 0;       // tokens of the calls the mover saw
     std::uint64_t moves = 0;        // promotions executed (each also demotes one expert to the pool)
     std::uint64_t moved_bytes = 0;  // bytes copied over the bus by them (both directions)
-    double move_seconds = 0;        // wall time spent moving
+    double move_seconds = 0;        // host time the mover took (deciding and queueing its copies)
+    double copy_seconds = 0;        // the copy stream's busy time over the passes (the copies run beside the host)
+    double stall_seconds = 0;       // time the model's stream waited on the copies before a call (mover stalls)
+    std::uint64_t stalled_calls = 0;  // calls that waited on copies at all
+    std::uint64_t waited_calls = 0;   // calls queued behind a pass's copies (stalled or not)
     // One line: the start-up plan (TierPlan::describe).
     std::string describe() const;
-    // One line: hit rate per tier, PCIe bytes and moves per token.
+    // One line: hit rate per tier (SSD reads included), PCIe bytes, moves per token and the
+    // mover's stalls.
     std::string summary() const;
 };
 

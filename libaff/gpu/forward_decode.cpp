@@ -26,6 +26,7 @@ void GpuModel::Impl::check_call(const GpuDecodeState& st, std::span<const std::i
 void GpuModel::Impl::start_part(Impl* previous, std::span<const std::int32_t> toks,
                                 std::span<const std::int32_t> pos, bool pending) {
     use_device(device);
+    if (tiers) tiers->wait_for_moves(stream);  // before any launch of the call (and any graph capture)
     const int n = static_cast<int>(toks.size());
     ensure_scratch(n);
     stream.copy(tokens_dev, toks.data(), std::size_t(n) * 4);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 namespace aff::gpu {
 
@@ -39,15 +40,29 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     ensure_scratch(kScratchTokens);
 }
 
-// Reuse of a slot: the mover runs after a call's logits were copied back, which the stream
-// orders after every kernel of the call, so nothing reads any slot while it runs; its copies
-// are queued on that same stream, and set_address waits for them before it returns, so the
-// next call's kernels (queued later on the stream) see the new bytes and the new table
-// entries. A victim's slot is thus overwritten only after the kernels that read it finished
-// (stream order standing in for an event), and never while the promoted expert's bytes are
-// still on their way (the staging slot holds the victim meanwhile). Overlapping the copies
-// with the next call's compute (a copy stream waiting on an event recorded after the last
-// kernel that reads the victim, and the next call waiting on the copies' event) is not done.
+// How the mover's copies overlap and why no slot is reused early. The mover runs after a call
+// (its logits copied back); it queues its copies on its own stream (ExpertTiers::copy_stream)
+// and returns without waiting for them, so they run while the host samples, prepares and
+// launches the next call. Three events order the two streams:
+//   - call_done, recorded on the model's stream when the pass queues its first copy, is what
+//     the copy stream waits on before it touches a slot: a victim's slot (and the promoted
+//     expert's pool slot) is overwritten only after every kernel queued before it, those of
+//     the call that read them included, finished. (The host has also waited for that call's
+//     logits; the event makes the order the device's, not a consequence of that wait.)
+//   - moves_done, recorded on the copy stream after the pass's byte copies and the upload of
+//     the expert table, is what the next call waits on before its first launch
+//     (wait_for_moves, from start_part): its kernels read the new bytes at the new entries.
+//     Within the pass the copies are in stream order, so the one staging slot that holds a
+//     victim while its slot is refilled is not reused before the victim reached the pool.
+//   - call_start, recorded on the model's stream just before that wait: moves_done's time
+//     less call_start's is how long the model's stream stood waiting for the copies (the
+//     mover stall), read at the next pass, when both are complete.
+// The table entries change between dispatches only: table_host (the host mirror) is edited
+// by the pass, copied whole into a pinned buffer and uploaded by the copy stream after the
+// bytes; no kernel runs while that happens (the next call waits for moves_done). The pinned
+// buffer is rewritten only at a later pass, after a call that waited for the upload. The
+// MTP layer's calls (forward_mtp.cpp) do not wait: they read neither a tiered expert nor the
+// trunk's rows of the table, the only ones the copy stream writes.
 void GpuModel::Impl::move_experts(int n) {
     if (!tiers || options.forward.no_routed_experts) return;
     ExpertTiers& t = *tiers;
@@ -55,7 +70,26 @@ void GpuModel::Impl::move_experts(int n) {
     const int k = c.experts_per_token, E = c.n_routed_experts;
     const std::size_t sb = t.slot_bytes;
     if (routes.tokens() != n) throw_internal("expert tiers: the route ring was not drained after the call");
+    if (t.moves_queued) t.moves_done.synchronize();  // no call waited for the last pass (none ran): its upload buffer
+    if (t.stall_open) {  // every event of the last pass and of the call that waited is complete
+        t.copy_seconds += double(t.moves_done.ms_since(t.copies_start)) * 1e-3;
+        const double ms = t.moves_done.ms_since(t.call_start);
+        if (ms > 0) {
+            t.stall_seconds += ms * 1e-3;
+            ++t.stalled_calls;
+        }
+        t.stall_open = false;
+    }
     t.tokens += std::uint64_t(n);
+    bool queued = false;
+    auto start_copies = [&] {
+        if (queued) return;
+        t.call_done.record(stream);
+        t.copy_stream.wait(t.call_done);
+        t.copies_start.record(t.copy_stream);
+        queued = true;
+    };
+    auto point = [&](placement::ExpertKey key, const std::uint8_t* address) { table_host[std::size_t(key)] = address; };
     std::vector<placement::ExpertKey> keys;
     std::vector<std::uint32_t> counts;
     std::vector<int> index(E);  // where an expert is in keys, -1 if not chosen (prefill calls are long)
@@ -89,9 +123,11 @@ void GpuModel::Impl::move_experts(int n) {
         for (const placement::Admission& a : t.policy->decided) {
             const placement::ExpertKey A = a.admit;
             if (t.tier[A] != placement::Tier::host) throw_internal("expert tiers: admitted an expert not in the pool");
+            start_copies();
             const std::uint32_t p = t.slot[A];
             std::uint8_t* pool_host = static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(p) * sb;
             const std::uint8_t* pool_dev = static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(p) * sb;
+            const Stream& cs = t.copy_stream;
             std::uint32_t s = 0;
             if (a.evicts) {
                 const placement::ExpertKey B = a.evict;
@@ -99,26 +135,35 @@ void GpuModel::Impl::move_experts(int n) {
                     throw_internal("expert tiers: a victim not in the slab, or not demoted to the pool");
                 s = t.slot[B];
                 std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
-                stream.copy(t.staging.data(), slab_at, sb);  // the victim out of its slot
-                stream.copy(slab_at, pool_host, sb);         // the promoted expert in
-                stream.copy(pool_host, t.staging.data(), sb);  // the victim into the pool slot it left
+                cs.copy(t.staging.data(), slab_at, sb);    // the victim out of its slot
+                cs.copy(slab_at, pool_host, sb);           // the promoted expert in
+                cs.copy(pool_host, t.staging.data(), sb);  // the victim into the pool slot it left
                 t.tier[B] = placement::Tier::host;
                 t.slot[B] = p;
-                set_address(c, *this, int(B / E), int(B % E), pool_dev, stream);
+                point(B, pool_dev);
                 t.moved_bytes += 2 * sb;
             } else {
                 if (t.free_slab.empty()) throw_internal("expert tiers: an admission into a full slab");
                 s = t.free_slab.back();
                 t.free_slab.pop_back();
-                stream.copy(t.slab.as<std::uint8_t>() + std::size_t(s) * sb, pool_host, sb);
+                cs.copy(t.slab.as<std::uint8_t>() + std::size_t(s) * sb, pool_host, sb);
                 t.free_pool.push_back(p);
                 t.moved_bytes += sb;
             }
             t.tier[A] = placement::Tier::gpu;
             t.slot[A] = s;
-            set_address(c, *this, int(A / E), int(A % E), t.slab.as<std::uint8_t>() + std::size_t(s) * sb, stream);
+            point(A, t.slab.as<std::uint8_t>() + std::size_t(s) * sb);
             ++t.moves;
         }
+    }
+    if (queued) {  // the trunk's rows of the table after the bytes, then the event the next call waits on
+        // (the MTP layer's row, after them, is never moved: its experts stay in the arena)
+        const std::size_t bytes = std::size_t(c.num_layers) * E * sizeof(const std::uint8_t*);
+        if (bytes > t.table_upload.size()) throw_internal("expert tiers: the table outgrew its upload buffer");
+        std::memcpy(t.table_upload.data(), table_host.data(), bytes);
+        t.copy_stream.copy(at<const std::uint8_t*>(expert_table), t.table_upload.data(), bytes);
+        t.moves_done.record(t.copy_stream);
+        t.moves_queued = true;
     }
     ++t.steps;
     t.move_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -144,6 +189,18 @@ GpuTierReport GpuModel::tiers() const {
     r.moves = t.moves;
     r.moved_bytes = t.moved_bytes;
     r.move_seconds = t.move_seconds;
+    r.copy_seconds = t.copy_seconds;
+    r.stall_seconds = t.stall_seconds;
+    r.stalled_calls = t.stalled_calls;
+    r.waited_calls = t.waited_calls;
+    if (t.stall_open) {  // the last call's wait, not yet read by a pass (its events are complete once it returned)
+        r.copy_seconds += double(t.moves_done.ms_since(t.copies_start)) * 1e-3;
+        const double ms = t.moves_done.ms_since(t.call_start);
+        if (ms > 0) {
+            r.stall_seconds += ms * 1e-3;
+            ++r.stalled_calls;
+        }
+    }
     // Counted from the table the kernels read, not from the book.
     const auto* slab = t.slab.as<const std::uint8_t>();
     const auto* pool = static_cast<const std::uint8_t*>(t.pool.device_data());
@@ -164,13 +221,17 @@ std::string GpuTierReport::summary() const {
     const placement::Counters& k = counters;
     auto pct = [](std::uint64_t a, std::uint64_t b) { return b ? 100.0 * double(a) / double(b) : 0.0; };
     const double per_token = tokens ? 1.0 / double(tokens) : 0.0;
-    char line[512];
+    char line[768];
     std::snprintf(line, sizeof line,
-                  "experts (%s): %llu expert reads over %llu tokens, %.1f %% from the GPU slab, %.1f %% from the host pool; "
-                  "PCIe %s a token (pool reads and moves); %.2f moves a token (%llu, %s copied, %.3f s)",
+                  "experts (%s): %llu expert reads over %llu tokens, %.1f %% from the GPU slab, %.1f %% from the host pool, "
+                  "%.1f %% from the SSD (%llu reads); "
+                  "PCIe %s a token (pool reads and moves); %.2f moves a token (%llu, %s copied on the copy stream in "
+                  "%.3f s); mover stalls %.3f ms a token (%llu of %llu calls waited on copies)",
                   strategy.c_str(), (unsigned long long)k.accesses, (unsigned long long)tokens, pct(k.gpu_hits, k.accesses),
-                  pct(k.host_hits, k.accesses), format_bytes(std::uint64_t(double(k.pcie_bytes) * per_token)).c_str(),
-                  double(moves) * per_token, (unsigned long long)moves, format_bytes(moved_bytes).c_str(), move_seconds);
+                  pct(k.host_hits, k.accesses), pct(k.ssd_reads, k.accesses), (unsigned long long)k.ssd_reads,
+                  format_bytes(std::uint64_t(double(k.pcie_bytes) * per_token)).c_str(),
+                  double(moves) * per_token, (unsigned long long)moves, format_bytes(moved_bytes).c_str(), copy_seconds,
+                  stall_seconds * 1e3 * per_token, (unsigned long long)stalled_calls, (unsigned long long)waited_calls);
     return line;
 }
 

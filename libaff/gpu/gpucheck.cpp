@@ -788,6 +788,62 @@ public:
         return described;
     }
 
+    // The same container tiered (GpuTierOptions::slab_cap, as --gpu-expert-mib would: a slab
+    // of a quarter of the experts, the rest in the pinned host pool, demand admitting every
+    // miss so that the mover moves between calls) against the all-resident run (default
+    // options: every expert in the arena where the model fits): the same prompt and decode
+    // steps, logits bit-identical (same kernels reading the same bytes; expert_tiers.hpp).
+    void tiered() {
+        guarded("tiers", "tiered vs all-resident", [&] {
+            GpuOptions go;
+            go.device = o_.device;
+            go.max_context = 4096;
+            const int V = cfg_.vocab_size, T = o_.tokens;
+            std::vector<std::int32_t> prompt(T), steps;
+            for (auto& t : prompt) t = uniform_int(0, V - 1);
+            auto sequence = [&](GpuModel& gpu, bool choose) {
+                GpuDecodeState gs = gpu.new_state();
+                std::vector<float> all = gpu.forward(gs, prompt, false);
+                for (int step = 0; step < o_.decode_steps; ++step) {
+                    const float* last = &all[all.size() - V];
+                    if (choose) steps.push_back(int(std::max_element(last, last + V) - last));
+                    const std::int32_t next[1] = {steps[std::size_t(step)]};
+                    GpuDecodeState* one[1] = {&gs};
+                    const std::vector<float> got = gpu.decode(one, next);
+                    all.insert(all.end(), got.begin(), got.end());
+                }
+                return all;
+            };
+            std::vector<float> want;
+            std::size_t slot = 0;
+            std::string reference;
+            {
+                GpuModel gpu(m_, &tensors_, go);
+                want = sequence(gpu, true);
+                slot = (gpu.expert_extent(0, 0).bytes + 255) / 256 * 256;
+                reference = gpu.tiers().tiered ? "already tiered: the model does not fit" : "all resident";
+            }
+            const std::int64_t experts = std::int64_t(cfg_.num_layers) * cfg_.n_routed_experts;
+            const std::int64_t slots = std::max<std::int64_t>(1, experts / 4);
+            go.tiers.slab_cap = std::size_t(slots) * slot;
+            go.tiers.strategy = "demand";
+            GpuModel gpu(m_, &tensors_, go);
+            const std::vector<float> got = sequence(gpu, false);
+            const GpuTierReport r = gpu.tiers();
+            long long differing = got.size() == want.size() ? 0 : 1;
+            for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i)
+                differing += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+            const std::string what = std::to_string(r.plan.gpu_slots) + " of " + std::to_string(experts) +
+                                     " experts in the slab, " + std::to_string(r.plan.host_slots) + " in the pool, demand; " +
+                                     "prefill " + std::to_string(T) + " + decode " + std::to_string(o_.decode_steps) +
+                                     " against the " + reference + " run";
+            add("tiers", what + ": logits differing bit for bit", double(differing), 0.0);
+            add("tiers", what + ": experts left on the SSD", double(r.plan.ssd_experts), 0.0);
+            add("tiers", what + ": the mover moved nothing (1 = none; " + std::to_string(r.moves) + " moves)",
+                r.moves > 0 || slots >= experts ? 0.0 : 1.0, 0.0);
+        });
+    }
+
 private:
     const Container& c_;
     const TensorReader& tensors_;
@@ -858,7 +914,7 @@ GpuCheckReport run_gpucheck(const std::string& path, const GpuCheckOptions& o, T
     const Model model(config, std::move(weights), pool);
 
     Checker check(*container, tensors, model, *experts, o, pool, report.rows);
-    progress.begin("checking ops", layers.size() + 3 + (o.end_to_end ? 1 : 0), "steps");
+    progress.begin("checking ops", layers.size() + 3 + (o.end_to_end ? 1 : 0) + (o.tiered ? 1 : 0), "steps");
     check.embedding();
     progress.advance(1);
     check.swiglu_check();
@@ -871,6 +927,10 @@ GpuCheckReport run_gpucheck(const std::string& path, const GpuCheckOptions& o, T
     progress.advance(1);
     if (o.end_to_end) {
         report.forward = check.end_to_end();
+        progress.advance(1);
+    }
+    if (o.tiered) {
+        check.tiered();
         progress.advance(1);
     }
     progress.end();

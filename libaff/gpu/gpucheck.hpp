@@ -1,6 +1,7 @@
 // aff-gpucheck's work: every GPU op run against its CPU twin on a model's real weights with
 // random activations, then the whole GPU forward against the CPU reference forward on a short
-// prompt (prefill and a few decode steps). One row per check: the op, what it ran on, the
+// prompt (prefill and a few decode steps), then the same prompt on the model with its experts
+// tiered (slab capped) against the all-resident run, bit for bit. One row per check: the op, what it ran on, the
 // largest error relative to the output's scale (max |gpu − cpu| / max |cpu|; counts of
 // mismatching indices for the selections), the threshold and pass/fail. The thresholds and
 // why each holds are in gpucheck.cpp beside the checks. Declared in every build; in a build
@@ -23,6 +24,7 @@ struct GpuCheckOptions {
     int tokens = 4;             // activation rows per op (GEMVs in batches of at most 4) and prompt length
     int decode_steps = 3;       // greedy decode steps after the prompt (end to end)
     bool end_to_end = true;     // run the GpuModel-vs-Model comparison
+    bool tiered = true;         // run the tiered-vs-all-resident comparison (a quarter of the experts in the slab)
     std::uint64_t seed = 1;     // activations, token ids and attention positions
     int device = 0;
 };

@@ -16,6 +16,13 @@
 //     expert in the slab no pool hit, with none no GPU hit;
 //   - static moves nothing; demand on a slab smaller than the model moves (> 0), and the
 //     decode graphs are not recaptured by the moves;
+//   - the mover's copy stream: the calls that waited for copies are exactly those after a pass
+//     that queued some; stalls are never negative nor more than the waits; with copies a call
+//     waited for, the copy stream was busy (> 0 s); demand on one slot moves after every call (a move every step,
+//     its copies landing before the next call reads), logits still bit-identical;
+//   - a card smaller than the model and no tier flag (--gpu-mib as the card, the headroom
+//     derived): tiered because it does not fit, the derived headroom, the slab holding what is
+//     left (a third of the experts), the pool the rest, logits bit-identical;
 //   - refusals: a plan with experts left for the SSD (pool of one slot) is unsupported;
 //     belady (needs the future) and an unknown strategy are usage errors; move_expert on a
 //     tiered model is a usage error.
@@ -57,13 +64,24 @@ struct Run {
     std::vector<std::vector<float>> logits;
     double step_ms = 0;               // mean over the decode steps
     std::size_t recaptures = 0;       // decode graphs captured after the first step
+    int calls = 0, calls_moving = 0;  // calls made; calls after which the mover queued copies
+    bool last_moved = false;          // the last call's pass queued copies (no call waited for them yet)
 };
 
 Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
     const int V = g.config().vocab_size;
     Run r;
     aff::gpu::GpuDecodeState st = g.new_state();
+    std::uint64_t moves = 0;
+    auto count = [&] {  // after each call: did its pass move anything
+        const std::uint64_t now = g.tiers().moves;
+        ++r.calls;
+        r.last_moved = now > moves;
+        r.calls_moving += r.last_moved ? 1 : 0;
+        moves = now;
+    };
     r.logits.push_back(g.forward(st, sc.prompt, false));
+    count();
     double ms = 0;
     std::size_t captured_after_first = 0;
     auto step = [&](int i) {
@@ -73,9 +91,11 @@ Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
         r.logits.push_back(g.forward(st, one, false));
         ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (i == 0) captured_after_first = g.graphs_captured();
+        count();
     };
     for (int s = 0; s < kStepsBefore; ++s) step(s);
     r.logits.push_back(g.forward(st, sc.chunk, true));
+    count();
     for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) step(s);
     r.step_ms = ms / (kStepsBefore + kStepsAfter);
     r.recaptures = g.graphs_captured() - captured_after_first;
@@ -109,6 +129,7 @@ struct Config {
     const char* name;
     std::int64_t slots;  // slab slots; -1: every expert
     const char* strategy;
+    bool every_call = false;  // the mover must move after every call (demand on one slot: each dispatch misses)
 };
 
 void tiers_on(const std::string& label, const std::string& path, const std::vector<Config>& configs, std::vector<Row>& rows) {
@@ -163,6 +184,16 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             if (std::string(cf.strategy) == "demand" && slots > 0 && slots < experts)
                 add(rows, "tiers", what + ": demand moved nothing (1 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
             add(rows, "tiers", what + ": decode graphs captured after the first step", double(got.recaptures), 0.0);
+            // The copy stream: every call after a pass that queued copies waited for them
+            // (ExpertTiers::wait_for_moves), and no other call did.
+            add(rows, "tiers", what + ": |calls that waited on copies - passes that queued them before a call|",
+                double(std::llabs(std::int64_t(r.waited_calls) - (got.calls_moving - (got.last_moved ? 1 : 0)))), 0.0);
+            add(rows, "tiers", what + ": stalled calls > waited calls, or a negative stall",
+                r.stalled_calls > r.waited_calls || r.stall_seconds < 0 ? 1.0 : 0.0, 0.0);
+            if (r.waited_calls > 0)  // copies a later call waited for: the copy stream was busy
+                add(rows, "tiers", what + ": copy stream time with moves (1 = none)", r.copy_seconds > 0 ? 0.0 : 1.0, 0.0);
+            if (cf.every_call)  // moves every step: the copies of each pass land before the next call reads
+                add(rows, "tiers", what + ": calls after which nothing moved", double(got.calls - got.calls_moving), 0.0);
             std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
             if (&cf == &configs.front()) {
                 resident = r.inputs.resident_bytes;
@@ -174,27 +205,41 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
         }
     }
-    // No slab cap: a --gpu-mib cap the model does not fit under tiers it by itself (headroom 0,
-    // room for half the experts and part of another).
-    if (resident > 0) {
-        const std::int64_t half = experts / 2;
-        const std::string what = label + ", --gpu-mib below the model (room for " + std::to_string(half) + " slots)";
+    // No slab cap: a --gpu-mib cap the model does not fit under tiers it by itself. With the
+    // headroom 0, room for half the experts and part of another; then with no tier flag at all
+    // (what `aff-run -m` does on a card smaller than the model; --gpu-mib stands in for the
+    // card): the headroom derived, the slab taking what is left after the resident part and
+    // the headroom, a third of the experts.
+    auto below_the_model = [&](const std::string& what, std::int64_t room, std::optional<std::size_t> headroom) {
         try {
             aff::gpu::GpuOptions o;
-            o.memory_cap_bytes = std::size_t(resident) + std::size_t(half) * slot_bytes + slot_bytes / 2;
-            o.tiers.headroom = 0;
+            const std::size_t h = headroom ? *headroom : aff::placement::derived_headroom(resident + 256 * aff::placement::kMiB);
+            o.memory_cap_bytes = std::size_t(resident) + h + std::size_t(room) * slot_bytes + slot_bytes / 2;
+            o.tiers.headroom = headroom;
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const Run got = run(g, sc, false);
             const aff::gpu::GpuTierReport r = g.tiers();
             add(rows, "tiers", what + ": floats differing", double(differ(got, want)), 0.0);
             add(rows, "tiers", what + ": tiered because it does not fit (1 = no)",
                 r.tiered && r.why.find("the model needs") != std::string::npos ? 0.0 : 1.0, 0.0);
-            add(rows, "tiers", what + ": |slab slots - room|", double(std::llabs(r.plan.gpu_slots - half)), 0.0);
-            add(rows, "tiers", what + ": |table in slab - room|", double(std::llabs(r.on_gpu - half)), 0.0);
+            if (!headroom)
+                add(rows, "tiers", what + ": |headroom - derived_headroom(budget)| MiB",
+                    double(std::llabs(std::int64_t(r.plan.headroom) - std::int64_t(aff::placement::derived_headroom(r.plan.gpu_budget)))) /
+                        double(aff::placement::kMiB),
+                    0.0);
+            add(rows, "tiers", what + ": |slab slots - room|", double(std::llabs(r.plan.gpu_slots - room)), 0.0);
+            add(rows, "tiers", what + ": |table in slab - room|", double(std::llabs(r.on_gpu - room)), 0.0);
+            add(rows, "tiers", what + ": |pool slots - the rest|", double(std::llabs(r.plan.host_slots - (experts - room))), 0.0);
             std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
         } catch (const std::exception& e) {
             rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
         }
+    };
+    if (resident > 0) {
+        const std::int64_t half = experts / 2, third = std::max<std::int64_t>(1, experts / 3);
+        below_the_model(label + ", --gpu-mib below the model (room for " + std::to_string(half) + " slots)", half, 0);
+        below_the_model(label + ", a card smaller than the model, no tier flag (room for " + std::to_string(third) + " slots)",
+                        third, std::nullopt);
     }
     // Refusals.
     {
@@ -243,7 +288,7 @@ AFF_DEVICE_TEST("tiers") {
     aff::ThreadPool pool(0);
     const std::vector<Config> wide = {
         {"every expert", -1, "static"}, {"half", 6, "static"}, {"half", 6, "demand"}, {"half", 6, "heat"},
-        {"one slot", 1, "static"},      {"one slot", 1, "demand"}, {"one slot", 1, "heat"}, {"no slab", 0, "static"},
+        {"one slot", 1, "static"},      {"one slot", 1, "demand", true}, {"one slot", 1, "heat"}, {"no slab", 0, "static"},
     };
     try {
         for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
@@ -264,7 +309,7 @@ AFF_DEVICE_TEST("tiers") {
         std::printf("tiers: V4-Flash geometry, 2 layers of 16 experts written in %.1f s\n",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         tiers_on("V4 geometry 2x16", g.out_path,
-                 {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand"},
+                 {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
                   {"no slab", 0, "static"}},
                  rows);
     } catch (const std::exception& e) {
