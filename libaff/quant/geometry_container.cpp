@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 
 namespace aff::quant {
 
@@ -104,6 +105,7 @@ enum class Kind {
     f32_gauss,
     f32_uniform,
     tid2eid,     // I64 [V, k]: k distinct experts a row
+    f32_values,  // F32, the spec's own values (a skewed router bias)
 };
 
 struct Spec {
@@ -111,6 +113,7 @@ struct Spec {
     Kind kind;
     std::vector<u64> shape;
     float a = 0, b = 0;  // σ; or centre, spread
+    std::vector<float> values = {};  // f32_values
 };
 
 u64 rows_of(const Spec& s) { return s.shape.size() == 1 ? 1 : s.shape[0]; }
@@ -123,7 +126,8 @@ StorageType type_of(Kind k) {
         case Kind::bf16_gauss:
         case Kind::bf16_uniform: return StorageType::BF16;
         case Kind::f32_gauss:
-        case Kind::f32_uniform: return StorageType::F32;
+        case Kind::f32_uniform:
+        case Kind::f32_values: return StorageType::F32;
         case Kind::tid2eid: break;
     }
     return StorageType::I64;
@@ -208,6 +212,9 @@ public:
                                                                   : s.a + s.b * (2.0f * rng.uniform() - 1.0f);
                         std::memcpy(out + 4 * c, &x, 4);
                     }
+                    break;
+                case Kind::f32_values:
+                    std::memcpy(out, s.values.data() + r * cols, cols * 4);
                     break;
                 case Kind::tid2eid: {
                     std::vector<std::int64_t> chosen;
@@ -294,7 +301,8 @@ void compressor_specs(SpecList& s, const std::string& p, const Geometry& g, u64 
     s.norm(p + "norm.weight", dim);
 }
 
-SpecList layer_specs(const Geometry& g, const std::string& p, int ratio, bool hash) {
+// skew_bias: a learned layer's gate.bias (skewed_router_bias); empty: the plain small random one.
+SpecList layer_specs(const Geometry& g, const std::string& p, int ratio, bool hash, std::vector<float> skew_bias = {}) {
     SpecList s;
     s.norm(p + "attn_norm.weight", g.D);
     s.norm(p + "ffn_norm.weight", g.D);
@@ -318,6 +326,7 @@ SpecList layer_specs(const Geometry& g, const std::string& p, int ratio, bool ha
     const std::string f = p + "ffn.";
     s.bf16_matrix(f + "gate.weight", g.E, g.D);
     if (hash) s.specs.push_back({f + "gate.tid2eid", Kind::tid2eid, {g.V, g.k}});
+    else if (!skew_bias.empty()) s.specs.push_back({f + "gate.bias", Kind::f32_values, {g.E}, 0, 0, std::move(skew_bias)});
     else s.f32(f + "gate.bias", {g.E}, 0.0f, 0.1f);
     s.fp8(f + "shared_experts.w1", g.I, g.D);
     s.fp8(f + "shared_experts.w2", g.D, g.I);
@@ -370,6 +379,22 @@ void write_dense(ContainerWriter& w, const Generator& gen, const Spec& s, Thread
 
 }  // namespace
 
+std::vector<float> skewed_router_bias(const GeometryContainerOptions& o, int layer, std::uint64_t experts) {
+    Rng rng{splitmix64_mix(o.seed ^ (0x5ce3ull << 32) ^ u64(layer))};
+    const double s = o.zipf_s + o.zipf_s_spread * (2.0 * rng.uniform() - 1.0);
+    std::vector<u64> ranking(experts);
+    std::iota(ranking.begin(), ranking.end(), u64(0));
+    for (u64 i = experts; i > 1; --i) std::swap(ranking[i - 1], ranking[rng.next() % i]);  // Fisher-Yates
+    double sum = 0;
+    for (u64 r = 0; r < experts; ++r) sum += std::pow(double(r + 1), -s);
+    std::vector<float> bias(experts);
+    for (u64 r = 0; r < experts; ++r) {
+        const double p = (1 - o.floor) * std::pow(double(r + 1), -s) / sum + o.floor / double(experts);
+        bias[ranking[r]] = static_cast<float>(o.skew_scale * std::log(double(experts) * p));
+    }
+    return bias;
+}
+
 GeometryContainerReport write_geometry_container(const GeometryContainerOptions& o, ThreadPool& pool,
                                                  Progress& progress) {
     if (o.out_path.empty()) throw_usage("an output file is required");
@@ -384,6 +409,9 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
         throw_usage("--experts " + std::to_string(o.experts) + " is out of range [" + std::to_string(k) + ", 256]");
     if (o.vocab < 2 || o.vocab > 129280)
         throw_usage("--vocab " + std::to_string(o.vocab) + " is out of range [2, 129280]");
+    if (!(o.zipf_s >= 0 && o.zipf_s <= 8) || !((o.zipf_s_spread >= 0 && o.zipf_s_spread <= o.zipf_s) || o.zipf_s == 0) ||
+        !(o.floor >= 0 && o.floor <= 1) || !(o.skew_scale > 0 && o.skew_scale <= 10))
+        throw_usage("routing skew out of range: Zipf exponent in [0, 8], spread in [0, exponent], floor in [0, 1], scale in (0, 10]");
     const std::vector<int> ratios = config["compress_ratios"].get<std::vector<int>>();
     const u64 hash_layers = config["num_hash_layers"].get<u64>();
     config["n_routed_experts"] = o.experts;
@@ -395,9 +423,12 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
     const Generator gen(o.seed, o.experts, cb.codebook);
 
     std::vector<SpecList> groups{global_specs(g)};
-    for (u32 l = 0; l < o.layers; ++l)
-        groups.push_back(layer_specs(g, "layers." + std::to_string(l) + ".", ratios[l], l < hash_layers));
-    if (o.mtp) groups.push_back(mtp_specs(g));
+    for (u32 l = 0; l < o.layers; ++l) {
+        const bool hash = l < hash_layers;
+        groups.push_back(layer_specs(g, "layers." + std::to_string(l) + ".", ratios[l], hash,
+                                     !hash && o.zipf_s > 0 ? skewed_router_bias(o, int(l), g.E) : std::vector<float>{}));
+    }
+    if (o.mtp) groups.push_back(mtp_specs(g));  // its router keeps the plain bias (its experts are never tiered)
     u64 total = 0;
     for (const SpecList& s : groups)
         for (const Spec& t : s.specs) total += spec_bytes(t);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace aff::quant {
 
@@ -34,6 +35,18 @@ struct GeometryContainerOptions {
     bool mtp = false;                // also the MTP layer mtp.0 (§5.1: a sliding layer, its projections, experts)
     std::string tool;                // provenance "tool"
     std::string created;             // provenance "created" (empty: left empty, for reproducible files)
+    // Routing skew. Random gate weights route near uniformly, which no expert cache can exploit;
+    // with zipf_s > 0 each learned-routing layer's gate.bias (which, as in V4, steers the
+    // selection and not the weights) is scale · ln(E · P(rank(e))), P the Zipf-like popularity
+    //   P(r) = (1 − floor) · (r + 1)^−s / Σ + floor / E,  s = zipf_s ± zipf_s_spread per layer,
+    // over a per-layer random ranking of the experts (drawn from the seed). Were the experts'
+    // scores for a token Gumbel-distributed with scale `scale`, a token's first choice would
+    // follow P exactly (Gumbel-max); sqrt(softplus) of the unit-variance logits these gates
+    // give has a spread of 0.28 (a Gumbel of that spread has scale 0.22, the default). The
+    // real scores' tails are lighter, so the measured popularity differs: benchmarks report
+    // the hit rates they measure. The hash-routed layers keep their random tid2eid tables
+    // (their skew comes from the token stream, as in libaff/trace/synthetic.hpp). 0: none.
+    double zipf_s = 0, zipf_s_spread = 0, floor = 0.15, skew_scale = 0.22;
 };
 
 struct GeometryContainerReport {
@@ -44,6 +57,11 @@ struct GeometryContainerReport {
 
 // The config.json of DeepSeek-V4-Flash (model doc §1.2, official field names).
 nlohmann::json deepseek_v4_flash_config();
+
+// The gate.bias a learned layer gets under the options' routing skew (zipf_s > 0): expert
+// ranking[r] gets skew_scale · ln(E · P(r)), the per-layer exponent and ranking drawn from
+// the seed and the layer.
+std::vector<float> skewed_router_bias(const GeometryContainerOptions& options, int layer, std::uint64_t experts);
 
 // Throws aff::Error: usage for options out of range, io naming the file.
 GeometryContainerReport write_geometry_container(const GeometryContainerOptions& options, ThreadPool& pool,

@@ -3,10 +3,16 @@
 // decode/prefill benchmarks, which need real shapes and not real values. A bench utility,
 // not a user tool: its output is noise to a user.
 //     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S] [--mtp]
+//                             [--route-skew FAMILY]
 // Defaults: 2 layers (sliding, sliding), 256 experts (≈ 2.3 GB of experts a layer), the real
 // 129 280-token vocabulary. --layers 3 adds the first CSA layer, 4 the first HCA layer.
+// --route-skew v4flash biases each learned layer's router with the per-layer popularity shape
+// of the synthetic v4flash trace family (libaff/trace/synthetic.hpp: Zipf exponent 1.6 ± 0.2,
+// uniform floor 0.15; GeometryContainerOptions::zipf_s says how), so that expert caches have
+// the skew to exploit that a trained V4-Flash gives them; none (the default) routes near uniformly.
 #include "libaff/quant/geometry_container.hpp"
 #include "libaff/core/units.hpp"
+#include "libaff/trace/synthetic.hpp"
 #include "libaff/ui/cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -26,9 +32,18 @@ int main(int argc, char** argv) {
     app.add_option("--vocab", opt.vocab, "embedding/head rows (smaller files)")->capture_default_str();
     app.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
     app.add_flag("--mtp", opt.mtp, "also the MTP layer mtp.0 (speculative decoding benchmarks)");
+    std::string skew = "none";
+    app.add_option("--route-skew", skew, "router bias with a synthetic trace family's popularity shape (v4flash) or none")
+        ->capture_default_str();
     std::size_t& threads = aff::cli::add_threads(app);
     const aff::cli::Common& common = aff::cli::add_common(app, false);
     return aff::cli::run(app, argc, argv, [&] {
+        if (skew != "none") {
+            const aff::trace::SyntheticParams family = aff::trace::synthetic_family(skew);
+            opt.zipf_s = family.zipf_s;
+            opt.zipf_s_spread = family.zipf_s_spread;
+            opt.floor = family.floor;
+        }
         aff::ThreadPool pool(threads);
         auto progress = common.progress();
         const auto t0 = std::chrono::steady_clock::now();

@@ -17,9 +17,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <vector>
 
 namespace {
 
@@ -129,5 +132,56 @@ TEST_CASE("geometry container options out of range are usage errors", "[quant]")
     o.experts = 5;
     CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()),
                       Catch::Contains("--experts 5 is out of range"));
+    CHECK(dir.entries() == 0);
+}
+
+// The routing skew (GeometryContainerOptions::zipf_s): a learned layer's bias is
+// scale · ln(E · P(rank)), P the Zipf-with-floor popularity, so exp(bias / scale) / E is a
+// distribution whose sorted values follow (r + 1)^-s above the floor, s within the spread.
+TEST_CASE("the routing skew's router bias has the Zipf-with-floor shape", "[quant]") {
+    aff::quant::GeometryContainerOptions o;
+    o.zipf_s = 1.6;
+    o.zipf_s_spread = 0.2;
+    o.floor = 0.15;
+    const std::uint64_t E = 256;
+    for (int layer : {3, 4, 42}) {
+        const std::vector<float> b = aff::quant::skewed_router_bias(o, layer, E);
+        REQUIRE(b.size() == E);
+        std::vector<double> p;
+        double sum = 0;
+        for (float v : b) sum += p.emplace_back(std::exp(double(v) / o.skew_scale) / double(E));
+        CHECK(sum == Approx(1.0).epsilon(1e-4));
+        std::sort(p.begin(), p.end(), std::greater<double>());
+        const double f = o.floor / double(E);
+        const double s = -std::log2((p[1] - f) / (p[0] - f));  // from ranks 0 and 1
+        CHECK(s >= 1.4 - 1e-3);
+        CHECK(s <= 1.8 + 1e-3);
+        CHECK((p[9] - f) / (p[0] - f) == Approx(std::pow(10.0, -s)).epsilon(1e-3));  // rank 9 on the same curve
+        CHECK(p[E - 1] > f);  // every expert keeps at least the floor
+    }
+    // Each layer its own ranking: the busiest expert differs somewhere among three layers.
+    auto busiest = [&](int layer) {
+        const std::vector<float> b = aff::quant::skewed_router_bias(o, layer, E);
+        return std::max_element(b.begin(), b.end()) - b.begin();
+    };
+    CHECK((busiest(3) != busiest(4) || busiest(4) != busiest(5)));
+    // Deterministic in the seed.
+    CHECK(aff::quant::skewed_router_bias(o, 3, E) == aff::quant::skewed_router_bias(o, 3, E));
+}
+
+TEST_CASE("a routing skew out of range is a usage error", "[quant]") {
+    aff::test::TempDir dir;
+    aff::ThreadPool pool(1);
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = dir / "x.aff";
+    o.layers = 1;
+    o.zipf_s = -1;
+    CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()), Catch::Contains("routing skew"));
+    o.zipf_s = 1.6;
+    o.zipf_s_spread = 2;
+    CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()), Catch::Contains("routing skew"));
+    o.zipf_s_spread = 0.2;
+    o.floor = 1.5;
+    CHECK_THROWS_WITH(aff::quant::write_geometry_container(o, pool, aff::null_progress()), Catch::Contains("routing skew"));
     CHECK(dir.entries() == 0);
 }
