@@ -46,14 +46,10 @@ int main(int argc, char** argv) {
     replay->add_option("--expert-profile", profile_path, "initial placement from this profile file");
     replay->add_option("--model", model_path, "initial placement from this container's embedded profile");
     replay->add_option("--expert-bytes", ro.expert_bytes, "bytes of one expert (default: the trace's)");
-    replay->add_option("--half-life", ro.heat.half_life_steps, "heat: steps for heat to halve (default 32)");
     replay->add_option("--token-weight", ro.heat.token_weight,
                        "heat: a dispatch credits tokens^W, 1 by tokens, 0 once (default 0.5)");
-    replay->add_option("--hysteresis", ro.heat.hysteresis, "heat: fraction a candidate must beat its victim by (default 0.25)");
-    replay->add_option("--min-gain", ro.heat.min_gain, "heat: heat a candidate must beat its victim by (default 0.5)");
-    replay->add_option("--max-moves", ro.heat.max_moves, "heat: admissions per dispatch (default 4)");
-    replay->add_option("--lead-limit", ro.heat.lead_limit, "heat: cap on an expert's heat (default 64)");
-    replay->add_option("--shadow-slots", ro.heat.shadow_slots, "heat: copies in flight at once (default 8)");
+    // The knobs aff-run and aff-serve take, under the same names (and replay's older ones).
+    aff::cli::add_placement_knobs(*replay, ro.heat, true);
     replay->add_option("--hbm-gbps", ro.bandwidths.hbm_gbps, "GPU memory read bandwidth, GB/s (default 4478)");
     replay->add_option("--pcie-gbps", ro.bandwidths.pcie_gbps, "host-device link bandwidth, GB/s (default 55.4)");
     replay->add_option("--ssd-gbps", ro.bandwidths.ssd_gbps, "SSD read bandwidth, GB/s (default 7)");

@@ -46,6 +46,7 @@ std::unique_ptr<Sequence> open_sequence(const Model& cpu, const std::string& mod
     o.tiers.host_pool = bytes(options.host_pool_mib);
     o.tiers.host_reserve = options.host_pool_reserve_mib << 20;
     o.tiers.strategy = options.placement_strategy;
+    o.tiers.heat = options.heat;
     o.forward = forward;
     // The model file again, for the bytes of weights the GPU keeps as stored (FP8 dense
     // weights): opening maps and validates, it reads no tensor data.

@@ -5,6 +5,8 @@
 // HIP_VISIBLE_DEVICES through the runtime.
 #pragma once
 
+#include "libaff/placement/policy.hpp"
+
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/sequence.hpp"
 
@@ -22,6 +24,8 @@ struct BackendOptions {
     std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
     std::size_t host_pool_reserve_mib = 1536;
     std::string placement_strategy = "heat";
+    // The heat mover's knobs (--placement-moves, -decay, -hysteresis, -min-gain, -lead, -shadow).
+    placement::HeatOptions heat;
     // --expert-profile: the initial placement's order (busiest first into the GPU slab);
     // empty: the container's own profile section when it has one for this model, else
     // layer-major order.

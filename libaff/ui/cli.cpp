@@ -108,6 +108,24 @@ std::size_t& add_threads(CLI::App& app) {
     return t;
 }
 
+namespace {
+
+std::string format_bound(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+// A whole value: strtod/strtoll must consume all of it, and the number must be finite.
+bool parse_number(const std::string& text, double& v) {
+    if (text.empty()) return false;
+    char* end = nullptr;
+    v = std::strtod(text.c_str(), &end);
+    return end == text.c_str() + text.size() && std::isfinite(v);
+}
+
+}  // namespace
+
 Gpu& add_gpu(CLI::App& app) {
     Gpu& g = g_gpu.emplace_back();
     app.add_option("--gpus", g.gpus, "GPUs to use (0 = the CPU; default: one when a GPU is visible)")
@@ -141,10 +159,43 @@ Gpu& add_gpu(CLI::App& app) {
     app.add_option("--expert-profile", g.expert_profile,
                    "expert profile (aff-profile) ordering the tiered experts' initial placement (default: the container's)")
         ->check(CLI::ExistingFile);
+    add_placement_knobs(app, g.heat);
     return g;
 }
 
+void add_placement_knobs(CLI::App& app, placement::HeatOptions& heat, bool replay_aliases) {
+    const placement::HeatOptions d;
+    auto names = [replay_aliases](const char* name, const char* alias) {
+        return replay_aliases ? std::string(name) + "," + alias : std::string(name);
+    };
+    app.add_option(names("--placement-moves", "--max-moves"), heat.max_moves,
+                   "heat mover: admissions into the GPU slab a dispatch (one layer of one call) at most")
+        ->check(whole_number_between(1, 4096))
+        ->default_str(std::to_string(d.max_moves));
+    app.add_option(names("--placement-decay", "--half-life"), heat.half_life_steps,
+                   "heat mover: steps after which an unused expert's heat has halved")
+        ->check(number_above(0))
+        ->default_str(format_bound(d.half_life_steps));
+    app.add_option(names("--placement-hysteresis", "--hysteresis"), heat.hysteresis,
+                   "heat mover: fraction by which a candidate's heat must exceed its victim's")
+        ->check(number_at_least(0))
+        ->default_str(format_bound(d.hysteresis));
+    app.add_option(names("--placement-min-gain", "--min-gain"), heat.min_gain,
+                   "heat mover: heat (tokens) by which a candidate must exceed its victim at least")
+        ->check(number_at_least(0))
+        ->default_str(format_bound(d.min_gain));
+    app.add_option(names("--placement-lead", "--lead-limit"), heat.lead_limit,
+                   "heat mover: cap on an expert's heat, so an old favourite loses its lead in bounded time")
+        ->check(number_above(0))
+        ->default_str(format_bound(d.lead_limit));
+    app.add_option(names("--placement-shadow", "--shadow-slots"), heat.shadow_slots,
+                   "heat mover: copies in flight at once (bounds the admissions a dispatch with --placement-moves)")
+        ->check(whole_number_between(1, 4096))
+        ->default_str(std::to_string(d.shadow_slots));
+}
+
 void set_backend(const Gpu& g, BackendOptions& out) {
+    out.heat = g.heat;
     out.gpus = g.gpus;
     out.gpu_mib = g.gpu_mib;
     out.gpu_expert_mib = g.gpu_expert_mib;
@@ -155,23 +206,6 @@ void set_backend(const Gpu& g, BackendOptions& out) {
     out.expert_profile = g.expert_profile;
 }
 
-namespace {
-
-std::string format_bound(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-// A whole value: strtod/strtoll must consume all of it, and the number must be finite.
-bool parse_number(const std::string& text, double& v) {
-    if (text.empty()) return false;
-    char* end = nullptr;
-    v = std::strtod(text.c_str(), &end);
-    return end == text.c_str() + text.size() && std::isfinite(v);
-}
-
-}  // namespace
 
 CLI::Validator whole_number_at_least(long long min) {
     return CLI::Validator(
@@ -198,27 +232,36 @@ CLI::Validator whole_number_between(long long min, long long max) {
         "INT in [" + std::to_string(min) + ", " + std::to_string(max) + "]", "whole number range");
 }
 
-CLI::Validator number_at_least(double min) {
+namespace {
+
+// A number (finite, the whole text) that `ok` accepts; otherwise "expected a number <what>".
+CLI::Validator number_where(std::function<bool(double)> ok, const std::string& what, const std::string& name,
+                            const char* description) {
     return CLI::Validator(
-        [min](std::string& text) -> std::string {
+        [ok, what](std::string& text) -> std::string {
             double v = 0;
-            if (!parse_number(text, v) || v < min)
-                return "expected a number >= " + format_bound(min) + ", got \"" + text + "\"";
+            if (!parse_number(text, v) || !ok(v)) return "expected a number " + what + ", got \"" + text + "\"";
             return {};
         },
-        "NUMBER>=" + format_bound(min), "number");
+        name, description);
+}
+
+}  // namespace
+
+CLI::Validator number_at_least(double min) {
+    return number_where([min](double v) { return v >= min; }, ">= " + format_bound(min), "NUMBER>=" + format_bound(min),
+                        "number");
+}
+
+CLI::Validator number_above(double min) {
+    return number_where([min](double v) { return v > min; }, "above " + format_bound(min), "NUMBER>" + format_bound(min),
+                        "number");
 }
 
 CLI::Validator number_between(double min, double max) {
-    return CLI::Validator(
-        [min, max](std::string& text) -> std::string {
-            double v = 0;
-            if (!parse_number(text, v) || v < min || v > max)
-                return "expected a number from " + format_bound(min) + " to " + format_bound(max) + ", got \"" + text +
-                       "\"";
-            return {};
-        },
-        "NUMBER in [" + format_bound(min) + ", " + format_bound(max) + "]", "number range");
+    return number_where([min, max](double v) { return v >= min && v <= max; },
+                        "from " + format_bound(min) + " to " + format_bound(max),
+                        "NUMBER in [" + format_bound(min) + ", " + format_bound(max) + "]", "number range");
 }
 
 DraftChoice& add_draft(CLI::App& app) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "libaff/core/progress.hpp"
+#include "libaff/placement/policy.hpp"
 #include "libaff/runtime/draft_choice.hpp"
 #include "libaff/ui/progress_reporter.hpp"
 #include "libaff/ui/single_dash.hpp"
@@ -53,12 +54,23 @@ struct Gpu {
     std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
     std::size_t host_pool_reserve_mib = 1536;
     std::string placement_strategy = "heat";
+    placement::HeatOptions heat;  // add_placement_knobs
     std::string expert_profile;  // --expert-profile FILE
 };
 // Adds --gpus N, --gpu-mib MIB and the expert tiers' options (--gpu-expert-mib,
-// --gpu-headroom-mib, --host-pool-mib, --host-pool-reserve-mib, --placement-strategy, --expert-profile);
-// returns the struct they fill.
+// --gpu-headroom-mib, --host-pool-mib, --host-pool-reserve-mib, --placement-strategy,
+// --expert-profile and the knobs of add_placement_knobs); returns the struct they fill.
 Gpu& add_gpu(CLI::App& app);
+
+// Adds the heat policy's knobs (placement::HeatOptions), each validated so that a bad value is
+// one line naming the option: --placement-moves N (admissions a dispatch, 1..4096),
+// --placement-decay STEPS (heat halves every this many steps, > 0), --placement-hysteresis F
+// (fraction a candidate must beat its victim by, >= 0), --placement-min-gain H (heat it must
+// beat it by, >= 0), --placement-lead H (cap on an expert's heat, > 0), --placement-shadow N
+// (copies in flight at once, 1..4096). aff-run and aff-serve take them (add_gpu); aff-trace
+// replay takes them too, with its older names as aliases (replay_aliases: --max-moves,
+// --half-life, --hysteresis, --min-gain, --lead-limit, --shadow-slots).
+void add_placement_knobs(CLI::App& app, placement::HeatOptions& heat, bool replay_aliases = false);
 // The backend's options from them (--gpus, --gpu-mib, the tiers').
 void set_backend(const Gpu& gpu, BackendOptions& out);
 
@@ -78,6 +90,7 @@ DraftChoice& add_draft(CLI::App& app);
 CLI::Validator whole_number_at_least(long long min);
 CLI::Validator whole_number_between(long long min, long long max);
 CLI::Validator number_at_least(double min);
+CLI::Validator number_above(double min);
 CLI::Validator number_between(double min, double max);
 
 // Parses argv (after the single-dash check, single_dash.hpp, with the tool's aliases)
