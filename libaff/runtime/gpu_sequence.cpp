@@ -44,6 +44,26 @@ public:
     void set_route_observer(RouteObserver* observer) override { model_.set_route_observer(observer); }
     gpu::GpuModel& gpu_model() override { return model_; }
     void set_call_listener(TrunkCallListener* listener) override { listener_ = listener; }
+    std::optional<TierStats> tier_stats() const override {
+        const gpu::GpuTierReport r = model_.tiers();
+        if (!r.tiered) return std::nullopt;
+        TierStats t;
+        t.tokens = r.tokens;
+        t.expert_reads = r.counters.accesses;
+        t.gpu_hits = r.counters.gpu_hits;
+        t.host_hits = r.counters.host_hits;
+        t.ssd_reads = r.counters.ssd_reads;
+        t.pcie_bytes = r.counters.pcie_bytes;
+        t.ssd_bytes = r.counters.ssd_bytes;
+        t.moves = r.moves;
+        t.moved_bytes = r.moved_bytes;
+        t.stall_seconds = r.stall_seconds;
+        t.stalled_calls = r.stalled_calls;
+        t.gpu_experts = r.on_gpu;
+        t.host_experts = r.in_pool;
+        t.ssd_experts = r.plan.ssd_experts;
+        return t;
+    }
     std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
     std::int64_t position() const override { return state_.position; }
     void reset() override {

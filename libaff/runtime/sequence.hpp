@@ -16,9 +16,12 @@
 //     now; a rewind further back is refused with a usage error and changes nothing.
 #pragma once
 
+#include "libaff/runtime/tier_stats.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +49,9 @@ public:
     // One line for the end of a run: what the expert tiers' mover did (hit rate per tier,
     // PCIe bytes and moves a token); empty where the experts are not tiered.
     virtual std::string placement_summary() const { return {}; }
+    // The same as counters (tier_stats.hpp); nothing where the experts are not tiered. Called
+    // on the thread that runs forward (PrefixCachedSequence publishes them for /metrics).
+    virtual std::optional<TierStats> tier_stats() const { return std::nullopt; }
     virtual bool on_gpu() const { return false; }
     // Rows of the logits forward returns.
     virtual std::size_t vocab_size() const = 0;

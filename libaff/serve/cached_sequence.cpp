@@ -64,7 +64,16 @@ std::vector<float> PrefixCachedSequence::forward(std::span<const std::int32_t> t
     }
     sequence_.insert(sequence_.end(), tokens.begin(), tokens.end());
     sequence_valid_ = true;
+    if (std::optional<TierStats> t = backend_->tier_stats()) {  // a few µs a call: the table's counts
+        std::lock_guard lock(stats_mutex_);
+        tier_stats_ = *t;
+    }
     return mask(std::move(logits));
+}
+
+std::optional<TierStats> PrefixCachedSequence::published_tier_stats() const {
+    std::lock_guard lock(stats_mutex_);
+    return tier_stats_;
 }
 
 std::vector<float> PrefixCachedSequence::run_prompt(std::span<const std::int32_t> tokens) {

@@ -45,6 +45,11 @@ public:
     std::size_t rewind_depth() const override { return backend_->rewind_depth(); }
     std::int64_t rewind_floor() const override { return backend_->rewind_floor(); }
     void set_route_observer(RouteObserver* observer) override { backend_->set_route_observer(observer); }
+    std::string placement_summary() const override { return backend_->placement_summary(); }
+    std::optional<TierStats> tier_stats() const override { return backend_->tier_stats(); }
+    // The backend's tier counters as of its last forward (nothing: not tiered). Safe to call
+    // from any thread (the /metrics scrape).
+    std::optional<TierStats> published_tier_stats() const;
 
     // --route-trace (not owned; null: none): each generation is one sequence of the trace,
     // its prompt prefill and every later call decode; end_sequence() publishes the file.
@@ -84,8 +89,9 @@ private:
     std::size_t cached_tokens_ = 0;
     trace::RouteRecorder* recorder_ = nullptr;
     std::uint32_t trace_sequence_ = 0;
-    mutable std::mutex stats_mutex_;       // guards stats_, read by the /metrics thread
+    mutable std::mutex stats_mutex_;       // guards stats_ and tier_stats_, read by the /metrics thread
     std::optional<PrefixCacheStats> stats_;
+    std::optional<TierStats> tier_stats_;
 };
 
 }  // namespace aff::serve

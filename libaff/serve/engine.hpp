@@ -118,6 +118,9 @@ public:
     // The prefix cache's counters, or nothing when this engine has none. Safe to call from
     // any thread (the /metrics scrape), unlike the calls above.
     virtual std::optional<PrefixCacheStats> prefix_cache_stats() const { return std::nullopt; }
+    // The expert tiers' counters (libaff/runtime/tier_stats.hpp) as of the last forward, or
+    // nothing when the experts are not tiered. Safe to call from any thread.
+    virtual std::optional<TierStats> tier_stats() const { return std::nullopt; }
 };
 
 }  // namespace aff::serve

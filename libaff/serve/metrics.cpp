@@ -105,8 +105,48 @@ void Metrics::add_drafts(std::size_t verify_calls, const std::vector<std::size_t
     for (std::size_t i = 0; i < accepted_at.size() && i < accepted_at_.size(); ++i) accepted_at_[i] += accepted_at[i];
 }
 
-std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
-                            const std::optional<PrefixCacheStats>& cache) const {
+namespace {
+
+// The expert tiers' lines: counters, and the ratios a user asks for first (per tier, per
+// token) as gauges over the whole run, so that they read without a query language.
+void tier_lines(std::string& out, const TierStats& t) {
+    using std::to_string;
+    auto per = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    auto by_tier = [](const std::string& gpu, const std::string& host, const std::string& ssd) {
+        return std::vector<Sample>{{"{tier=\"gpu\"}", gpu}, {"{tier=\"host\"}", host}, {"{tier=\"ssd\"}", ssd}};
+    };
+    const double reads = double(t.expert_reads), tokens = double(t.tokens);
+    metric(out, "aff_tier_tokens_total", "counter", "Tokens of the forward calls the expert tiers' mover saw.",
+           to_string(t.tokens));
+    metric(out, "aff_tier_reads_total", "counter",
+           "Routed-expert reads (distinct experts a layer of a call) by the tier that served them (ssd: read from the "
+           "container).",
+           by_tier(to_string(t.gpu_hits), to_string(t.host_hits), to_string(t.ssd_reads)));
+    metric(out, "aff_tier_hit_ratio", "gauge", "Share of the routed-expert reads each tier served.",
+           by_tier(number(per(double(t.gpu_hits), reads)), number(per(double(t.host_hits), reads)),
+                   number(per(double(t.ssd_reads), reads))));
+    metric(out, "aff_tier_experts", "gauge", "Routed experts placed in each tier now.",
+           by_tier(to_string(t.gpu_experts), to_string(t.host_experts), to_string(t.ssd_experts)));
+    metric(out, "aff_tier_pcie_bytes_total", "counter", "Bytes over the bus for the tiers: host-pool reads and the mover's copies.",
+           to_string(t.pcie_bytes));
+    metric(out, "aff_tier_pcie_bytes_per_token", "gauge", "aff_tier_pcie_bytes_total over aff_tier_tokens_total.",
+           number(per(double(t.pcie_bytes), tokens)));
+    metric(out, "aff_tier_ssd_bytes_total", "counter", "Bytes of routed experts read from the SSD.", to_string(t.ssd_bytes));
+    metric(out, "aff_tier_moves_total", "counter", "Experts the mover promoted into the GPU slab (each demotes one when it is full).",
+           to_string(t.moves));
+    metric(out, "aff_tier_moves_per_token", "gauge", "aff_tier_moves_total over aff_tier_tokens_total.",
+           number(per(double(t.moves), tokens)));
+    metric(out, "aff_tier_moved_bytes_total", "counter", "Bytes the mover copied between the tiers.", to_string(t.moved_bytes));
+    metric(out, "aff_tier_mover_stall_seconds_total", "counter",
+           "Seconds the GPU waited for the mover's copies before a forward call could start.", number(t.stall_seconds));
+    metric(out, "aff_tier_mover_stalled_calls_total", "counter", "Forward calls that waited for the mover's copies.",
+           to_string(t.stalled_calls));
+}
+
+}  // namespace
+
+std::string Metrics::render(std::size_t waiting, bool busy, bool ready, const std::optional<PrefixCacheStats>& cache,
+                            const std::optional<TierStats>& tiers) const {
     std::string out;
     std::lock_guard lock(mutex_);
     std::vector<Sample> requests;
@@ -153,6 +193,7 @@ std::string Metrics::render(std::size_t waiting, bool busy, bool ready,
         metric(out, "aff_prefix_cache_evictions_total", "counter", "Snapshots dropped to stay within the budget.",
                to_string(cache->evictions));
     }
+    if (tiers) tier_lines(out, *tiers);
     if (!drafting_) return out;
     std::uint64_t drafted = 0, accepted = 0;
     std::vector<Sample> drafted_by, accepted_by;

@@ -2,12 +2,14 @@
 // 0.0.4): requests by endpoint and status, tokens and seconds of prefill and decode,
 // speculative decoding's drafted and accepted tokens (in total and by draft position, once a
 // generation drafted),
-// queue length, errors, the prefix cache, and two latency histograms: time to first
+// queue length, errors, the prefix cache, the expert tiers (aff_tier_*: hit rate per tier,
+// PCIe bytes, SSD reads, moves and mover stalls, in total and a token), and two latency histograms: time to first
 // token (from a request's arrival, queueing included) and the time between output
 // tokens. Updated from the connection threads under one mutex (relaxed atomics for
 // the plain counts).
 #pragma once
 
+#include "libaff/runtime/tier_stats.hpp"
 #include "libaff/serve/prefix_cache.hpp"
 
 #include <atomic>
@@ -46,10 +48,12 @@ public:
     void observe_first_token(double seconds);
     void observe_token_interval(double seconds);
 
-    // `waiting` and `busy` are read from the scheduler at scrape time, `cache` from the
-    // engine (nothing: no prefix cache, and its lines are left out).
+    // `waiting` and `busy` are read from the scheduler at scrape time, `cache` and `tiers`
+    // from the engine (nothing: no prefix cache, or experts not tiered, and their lines are
+    // left out).
     std::string render(std::size_t waiting, bool busy, bool ready,
-                       const std::optional<PrefixCacheStats>& cache = std::nullopt) const;
+                       const std::optional<PrefixCacheStats>& cache = std::nullopt,
+                       const std::optional<TierStats>& tiers = std::nullopt) const;
 
 private:
     mutable std::mutex mutex_;

@@ -72,6 +72,7 @@ public:
     void end_sequence() override { sequence_->end_sequence(); }
     std::size_t cached_tokens() const override { return sequence_->cached_tokens(); }
     std::optional<PrefixCacheStats> prefix_cache_stats() const override { return sequence_->prefix_cache_stats(); }
+    std::optional<TierStats> tier_stats() const override { return sequence_->published_tier_stats(); }
 
     // Sets the prefix cache's budget (0: off) and drops what it held. Without a call there
     // is no cache (load() makes the call with ModelEngineOptions::prefix_cache_bytes).

@@ -195,7 +195,8 @@ Service::Outcome Service::route(const HttpRequest& request, HttpResponse& respon
         if (auto o = only("GET")) return *o;
         response.send(200, "text/plain; version=0.0.4",
                       metrics_.render(scheduler_.waiting(), scheduler_.busy(), ready_,
-                                      ready_ ? engine_->prefix_cache_stats() : std::nullopt));
+                                      ready_ ? engine_->prefix_cache_stats() : std::nullopt,
+                                      ready_ ? engine_->tier_stats() : std::nullopt));
         Outcome o;
         o.status = 200;
         return o;

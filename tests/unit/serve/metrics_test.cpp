@@ -192,3 +192,77 @@ TEST_CASE("metrics carry speculative decoding's counters once a generation draft
     REQUIRE(at != std::string::npos);
     CHECK(text.substr(at) == expected);  // the last lines, after everything else
 }
+
+// The expert tiers' lines (aff_tier_*): present only when the engine reports tiers, after
+// every other line but the drafts'; counters as given, ratios over the reads and the tokens.
+TEST_CASE("metrics carry the expert tiers' counters when the experts are tiered", "[serve]") {
+    Metrics m;
+    CHECK(m.render(0, false, true).find("aff_tier") == std::string::npos);
+    aff::TierStats t;
+    t.tokens = 40;
+    t.expert_reads = 200;
+    t.gpu_hits = 150;
+    t.host_hits = 50;
+    t.ssd_reads = 0;
+    t.pcie_bytes = 1000;
+    t.ssd_bytes = 0;
+    t.moves = 10;
+    t.moved_bytes = 640;
+    t.stall_seconds = 0.25;
+    t.stalled_calls = 3;
+    t.gpu_experts = 12;
+    t.host_experts = 20;
+    t.ssd_experts = 0;
+    const std::string text = m.render(0, false, true, std::nullopt, t);
+    const std::size_t at = text.find("# HELP aff_tier_tokens_total");
+    REQUIRE(at != std::string::npos);
+    const std::string expected =
+        "# HELP aff_tier_tokens_total Tokens of the forward calls the expert tiers' mover saw.\n"
+        "# TYPE aff_tier_tokens_total counter\n"
+        "aff_tier_tokens_total 40\n"
+        "# HELP aff_tier_reads_total Routed-expert reads (distinct experts a layer of a call) by the tier that served them (ssd: read from the container).\n"
+        "# TYPE aff_tier_reads_total counter\n"
+        "aff_tier_reads_total{tier=\"gpu\"} 150\n"
+        "aff_tier_reads_total{tier=\"host\"} 50\n"
+        "aff_tier_reads_total{tier=\"ssd\"} 0\n"
+        "# HELP aff_tier_hit_ratio Share of the routed-expert reads each tier served.\n"
+        "# TYPE aff_tier_hit_ratio gauge\n"
+        "aff_tier_hit_ratio{tier=\"gpu\"} 0.75\n"
+        "aff_tier_hit_ratio{tier=\"host\"} 0.25\n"
+        "aff_tier_hit_ratio{tier=\"ssd\"} 0\n"
+        "# HELP aff_tier_experts Routed experts placed in each tier now.\n"
+        "# TYPE aff_tier_experts gauge\n"
+        "aff_tier_experts{tier=\"gpu\"} 12\n"
+        "aff_tier_experts{tier=\"host\"} 20\n"
+        "aff_tier_experts{tier=\"ssd\"} 0\n"
+        "# HELP aff_tier_pcie_bytes_total Bytes over the bus for the tiers: host-pool reads and the mover's copies.\n"
+        "# TYPE aff_tier_pcie_bytes_total counter\n"
+        "aff_tier_pcie_bytes_total 1000\n"
+        "# HELP aff_tier_pcie_bytes_per_token aff_tier_pcie_bytes_total over aff_tier_tokens_total.\n"
+        "# TYPE aff_tier_pcie_bytes_per_token gauge\n"
+        "aff_tier_pcie_bytes_per_token 25\n"
+        "# HELP aff_tier_ssd_bytes_total Bytes of routed experts read from the SSD.\n"
+        "# TYPE aff_tier_ssd_bytes_total counter\n"
+        "aff_tier_ssd_bytes_total 0\n"
+        "# HELP aff_tier_moves_total Experts the mover promoted into the GPU slab (each demotes one when it is full).\n"
+        "# TYPE aff_tier_moves_total counter\n"
+        "aff_tier_moves_total 10\n"
+        "# HELP aff_tier_moves_per_token aff_tier_moves_total over aff_tier_tokens_total.\n"
+        "# TYPE aff_tier_moves_per_token gauge\n"
+        "aff_tier_moves_per_token 0.25\n"
+        "# HELP aff_tier_moved_bytes_total Bytes the mover copied between the tiers.\n"
+        "# TYPE aff_tier_moved_bytes_total counter\n"
+        "aff_tier_moved_bytes_total 640\n"
+        "# HELP aff_tier_mover_stall_seconds_total Seconds the GPU waited for the mover's copies before a forward call could start.\n"
+        "# TYPE aff_tier_mover_stall_seconds_total counter\n"
+        "aff_tier_mover_stall_seconds_total 0.25\n"
+        "# HELP aff_tier_mover_stalled_calls_total Forward calls that waited for the mover's copies.\n"
+        "# TYPE aff_tier_mover_stalled_calls_total counter\n"
+        "aff_tier_mover_stalled_calls_total 3\n";
+    CHECK(text.substr(at) == expected);
+    // No reads or tokens yet: the ratios are 0, not NaN.
+    const std::string empty = m.render(0, false, true, std::nullopt, aff::TierStats{});
+    CHECK(empty.find("aff_tier_hit_ratio{tier=\"gpu\"} 0\n") != std::string::npos);
+    CHECK(empty.find("aff_tier_pcie_bytes_per_token 0\n") != std::string::npos);
+    CHECK(empty.find("nan") == std::string::npos);
+}
