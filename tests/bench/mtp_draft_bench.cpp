@@ -24,6 +24,7 @@
 #include "libaff/runtime/draft_gate.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
+#include "timed_drafter.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -46,25 +47,7 @@ double cpu_seconds() {
     return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-// Times another drafter's proposals: the drafts' own cost.
-class TimedDrafter final : public aff::Drafter {
-public:
-    explicit TimedDrafter(aff::Drafter& inner) : inner_(inner) {}
-    std::size_t max_tokens() const override { return inner_.max_tokens(); }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override {
-        const double t0 = cpu_seconds();
-        auto out = inner_.propose(context);
-        seconds += cpu_seconds() - t0;
-        return out;
-    }
-    std::span<const float> draft_distribution(std::size_t i) const override { return inner_.draft_distribution(i); }
-    void start(const aff::SamplerParams& s) override { inner_.start(s); }
-    void verified(std::size_t p, std::size_t a) override { inner_.verified(p, a); }
-    double seconds = 0;
-
-private:
-    aff::Drafter& inner_;
-};
+using TimedDrafter = aff::bench::TimedDrafter;
 
 std::int32_t argmax(const float* row, int n) {
     int best = 0;
@@ -164,7 +147,7 @@ int main(int argc, char** argv) {
             if (k > 0) {
                 c.drafter = std::make_unique<aff::MtpDrafter>(*model, *c.seq, k);
                 if (gated) c.drafter = std::make_unique<aff::DraftGate>(std::move(c.drafter));
-                c.timed = std::make_unique<TimedDrafter>(*c.drafter);
+                c.timed = std::make_unique<TimedDrafter>(*c.drafter, cpu_seconds);
             }
         };
         add("off", 0, false, 0.0f);

@@ -28,6 +28,7 @@
 #include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
+#include "timed_drafter.hpp"
 
 #include <nlohmann/json.hpp>
 #endif
@@ -60,25 +61,9 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// Times another drafter's proposals (wall clock: the GPU's work is synchronous to the host here).
-class TimedDrafter final : public aff::Drafter {
-public:
-    explicit TimedDrafter(aff::Drafter& inner) : inner_(inner) {}
-    std::size_t max_tokens() const override { return inner_.max_tokens(); }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override {
-        const auto t0 = Clock::now();
-        auto out = inner_.propose(context);
-        seconds += since(t0);
-        return out;
-    }
-    std::span<const float> draft_distribution(std::size_t i) const override { return inner_.draft_distribution(i); }
-    void start(const aff::SamplerParams& s) override { inner_.start(s); }
-    void verified(std::size_t p, std::size_t a) override { inner_.verified(p, a); }
-    double seconds = 0;
-
-private:
-    aff::Drafter& inner_;
-};
+// Seconds on the steady clock: the GPU's work is synchronous to the host here.
+double wall_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+using TimedDrafter = aff::bench::TimedDrafter;
 
 struct Totals {
     std::size_t tokens = 0, verify_calls = 0, drafted = 0, accepted = 0;
@@ -130,7 +115,7 @@ std::vector<double> trained_on_gpu(const std::string& dir, const std::string& re
             c.gate = gate.get();
             c.drafter = std::move(gate);
         }
-        c.timed = std::make_unique<TimedDrafter>(*c.drafter);
+        c.timed = std::make_unique<TimedDrafter>(*c.drafter, wall_seconds);
     };
     add("off", 0, false);
     for (std::size_t k = 1; k <= 3; ++k) add("mtp k=" + std::to_string(k), k, false);

@@ -12,11 +12,19 @@
 //   - after a generation with rejections (k = 4, greedy and sampled), the drafter's ring is a
 //     fresh MTP run's over the same trunk positions, within kMtpMaxNmse (a ring row left by a
 //     rejected chained guess would differ by O(1));
+//   - tiered: on a container of V4-Flash's geometry with an MTP layer (one layer and the MTP
+//     layer of 8 experts, make_geometry_container --mtp's writer), the trunk's experts tiered
+//     (2 slab slots) and the MTP layer's resident: the MTP logits, chained ones included, are
+//     the all-resident model's bit for bit (its experts read through the same table);
 //   - refusals: a model without MTP tensors has no MTP layer on the GPU and mtp_forward
 //     throws unsupported; more tokens than the stored window is a usage error.
 #include "device_test.hpp"
+#include "wide_container.hpp"
 
 #include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/quant/geometry_container.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
@@ -195,6 +203,55 @@ void ring_after_rejections(const aff::Model& cpu, const aff::Checkpoint& ck, std
     }
 }
 
+// The MTP logits of a prompt and two chained steps on `g` (GEMV path: the same calls on
+// every model, so two models holding the same bytes give the same floats).
+std::vector<float> mtp_run(aff::gpu::GpuModel& g, const std::vector<std::int32_t>& toks, int n) {
+    aff::gpu::GpuDecodeState st = g.new_state();
+    g.forward(st, std::span(toks).first(std::size_t(n)), true);
+    aff::gpu::GpuDecodeState m = g.new_mtp_state();
+    g.keep_streams(m, 0, 0, n);
+    std::vector<float> out = g.mtp_forward(m, std::span(toks).subspan(1, std::size_t(n)), aff::gpu::MtpInput::trunk, true);
+    for (int j = 0; j < 2; ++j) {
+        const std::vector<float> more = g.mtp_forward(m, std::span(toks).subspan(std::size_t(n + 1 + j), 1),
+                                                      aff::gpu::MtpInput::own);
+        out.insert(out.end(), more.begin(), more.end());
+    }
+    return out;
+}
+
+void tiered_mtp(std::vector<Row>& rows) {
+    aff::ThreadPool pool(0);
+    TempDir tmp("mtp");
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = tmp / "v4-1x8-mtp.aff";
+    o.layers = 1;
+    o.experts = 8;
+    o.vocab = 4096;
+    o.mtp = true;
+    o.tool = "aff_gpu_tests";
+    aff::quant::write_geometry_container(o, pool, aff::null_progress());
+    auto cpu = aff::Model::load(o.out_path, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(o.out_path)));
+    const std::vector<std::int32_t> toks = random_tokens(12, cpu->config().vocab_size);
+    aff::gpu::GpuOptions base;
+    base.gemm_min_tokens = 0;
+    std::vector<float> want;
+    std::size_t slot = 0;
+    {
+        aff::gpu::GpuModel g(*cpu, &reader, base);
+        add(rows, "mtp", "V4 geometry + MTP: the MTP layer is on the GPU (" + g.mtp_why_not() + ")", g.has_mtp() ? 0.0 : 1.0, 0.0);
+        want = mtp_run(g, toks, 9);
+        slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+    }
+    aff::gpu::GpuOptions tiered = base;
+    tiered.tiers.slab_cap = 2 * slot;
+    aff::gpu::GpuModel g(*cpu, &reader, tiered);
+    const std::vector<float> got = mtp_run(g, toks, 9);
+    add(rows, "mtp", "V4 geometry + MTP, trunk's experts tiered (" + std::to_string(g.tiers().on_gpu) +
+                         " in the slab), MTP's resident: MTP logits vs all resident, floats differing",
+        g.tiers().tiered ? double(differing(got, want)) : 1.0, 0.0);
+}
+
 }  // namespace
 
 AFF_DEVICE_TEST("mtp") {
@@ -210,6 +267,11 @@ AFF_DEVICE_TEST("mtp") {
         } catch (const std::exception& e) {
             rows.push_back({"mtp", std::string(name) + " threw: " + e.what(), INFINITY, 0.0, false});
         }
+    }
+    try {
+        tiered_mtp(rows);
+    } catch (const std::exception& e) {
+        rows.push_back({"mtp", std::string("V4 geometry + MTP threw: ") + e.what(), INFINITY, 0.0, false});
     }
     try {  // tiny-a's checkpoint has no MTP tensors
         const std::string dir = test_data() + "/models/tiny-a";
