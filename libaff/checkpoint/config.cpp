@@ -68,6 +68,37 @@ private:
     const std::string& path_;
 };
 
+// The dspark_* keys (DsparkConfig); defaults as the model doc gives them. Taps must be
+// distinct trunk layers in increasing order (the concatenation's order is theirs).
+void read_dspark(const Reader& r, ModelConfig& c) {
+    DsparkConfig& d = c.dspark;
+    d.keys = r.has("dspark_block_size") || r.has("dspark_noise_token_id") || r.has("dspark_target_layer_ids") ||
+             r.has("dspark_markov_rank");
+    d.block_size = r.opt_int("dspark_block_size", 5, 1, 64);
+    d.markov_rank = r.opt_int("dspark_markov_rank", 256, 1, 1 << 16);
+    d.tap_layers.clear();
+    if (r.has("dspark_target_layer_ids")) {
+        const nlohmann::json& a = r.at("dspark_target_layer_ids");
+        if (!a.is_array() || a.empty()) r.fail("dspark_target_layer_ids", "expected a non-empty array of layer ids");
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const std::string f = "dspark_target_layer_ids[" + std::to_string(i) + "]";
+            const int l = static_cast<int>(r.integer(a[i], f, 0, c.num_layers - 1));
+            if (!d.tap_layers.empty() && l <= d.tap_layers.back())
+                r.fail(f, std::to_string(l) + " does not follow " + std::to_string(d.tap_layers.back()) +
+                              " (taps are distinct layers in increasing order)");
+            d.tap_layers.push_back(l);
+        }
+    } else {
+        for (int l = std::max(0, c.num_layers - 3); l < c.num_layers; ++l) d.tap_layers.push_back(l);
+    }
+    if (r.has("dspark_noise_token_id")) {
+        d.noise_token_id = r.opt_int("dspark_noise_token_id", 0, 0, c.vocab_size - 1);
+    } else if (d.keys && d.noise_token_id >= c.vocab_size) {
+        r.fail("dspark_noise_token_id", "missing, and the default 128799 is outside the vocabulary of " +
+                                            std::to_string(c.vocab_size));
+    }
+}
+
 void read_rope(const Reader& r, const nlohmann::json& p, const std::string& field, RopeParameters& t) {
     if (!p.is_object()) r.fail(field, "expected an object");
     std::string type = "default";
@@ -216,6 +247,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& path)
     }
     c.max_position_embeddings = r.opt_int("max_position_embeddings", 1 << 20, 1, std::numeric_limits<int>::max());
     c.num_mtp_layers = r.opt_int("num_nextn_predict_layers", 0, 0, 16);
+    read_dspark(r, c);
     c.bos_token_id = r.opt_int("bos_token_id", 0, 0, c.vocab_size - 1);
     if (r.has("eos_token_id")) {
         const auto& e = r.at("eos_token_id");

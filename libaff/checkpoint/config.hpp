@@ -26,6 +26,18 @@ struct RopeParameters {
     double attention_factor = 1.0;  // multiplies cos/sin (V4 uses 1: no mscale)
 };
 
+// The DSpark drafter's constants (model doc §1.2 dspark_* keys, §5.2): read whenever any
+// dspark_* key is there; the doc's values stand in for keys left out (taps: the last three
+// trunk layers, which are V4-Flash-0731's 40, 41, 42). Whether the stages themselves are in a
+// checkpoint is the weights' business (dspark_stages_present, libaff/model/weights.hpp).
+struct DsparkConfig {
+    bool keys = false;             // any dspark_* key present
+    int block_size = 5;            // γ: draft tokens of one block
+    int noise_token_id = 128799;   // filler id of the block after the anchor
+    std::vector<int> tap_layers;   // trunk layers whose outputs feed the drafter
+    int markov_rank = 256;         // rank of the Markov transition head
+};
+
 struct ModelConfig {
     int vocab_size = 0;
     int hidden_size = 0;          // D
@@ -50,6 +62,7 @@ struct ModelConfig {
     RopeParameters rope_main, rope_compress;
     std::int64_t max_position_embeddings = 0;
     int num_mtp_layers = 0;
+    DsparkConfig dspark;
     int bos_token_id = 0;
     std::vector<int> eos_token_ids;
     bool tie_word_embeddings = false;

@@ -12,11 +12,29 @@
 
 namespace aff {
 
+namespace {
+// One head of one query over its keys (§3.4): softmax of q·k / √Dh with the sink logit in the
+// denominator, the weighted sum of the keys (each key is also the value). s: scratch.
+void attend_keys(const float* qh, const std::vector<const float*>& keys, int Dh, float sink, std::vector<float>& s,
+                 float* oh) {
+    const float scale = 1.0f / std::sqrt(float(Dh));
+    s.resize(keys.size());
+    float m = sink;
+    for (std::size_t j = 0; j < keys.size(); ++j) m = std::max(m, s[j] = ops::dot(qh, keys[j], Dh) * scale);
+    float denom = std::exp(sink - m);
+    for (std::size_t j = 0; j < keys.size(); ++j) denom += (s[j] = std::exp(s[j] - m));
+    std::fill(oh, oh + Dh, 0.0f);
+    for (std::size_t j = 0; j < keys.size(); ++j) {
+        const float pj = s[j] / denom;
+        for (int d = 0; d < Dh; ++d) oh[d] += pj * keys[j][d];
+    }
+}
+}  // namespace
+
 void attend(ThreadPool& pool, const AttendShape& sh, const float* q, const float* kv, const float* ring,
             const AttendEntries& en, const float* sink, float* o) {
     const int H = sh.heads, Dh = sh.head_dim, W = sh.window;
     const std::int64_t start = sh.start;
-    const float scale = 1.0f / std::sqrt(float(Dh));
     pool.parallel_for(std::size_t(sh.n) * H, [&](std::size_t i0, std::size_t i1) {
         std::vector<const float*> keys;
         std::vector<float> s;
@@ -35,18 +53,24 @@ void attend(ThreadPool& pool, const AttendShape& sh, const float* q, const float
                     for (int e = 0; e < visible; ++e) keys.push_back(&en.entries[std::size_t(e) * Dh]);
                 }
             }
-            const float* qh = &q[(std::size_t(t) * H + h) * Dh];
-            s.resize(keys.size());
-            float m = sink[h];
-            for (std::size_t j = 0; j < keys.size(); ++j) m = std::max(m, s[j] = ops::dot(qh, keys[j], Dh) * scale);
-            float denom = std::exp(sink[h] - m);
-            for (std::size_t j = 0; j < keys.size(); ++j) denom += (s[j] = std::exp(s[j] - m));
-            float* oh = &o[(std::size_t(t) * H + h) * Dh];
-            std::fill(oh, oh + Dh, 0.0f);
-            for (std::size_t j = 0; j < keys.size(); ++j) {
-                const float pj = s[j] / denom;
-                for (int d = 0; d < Dh; ++d) oh[d] += pj * keys[j][d];
-            }
+            attend_keys(&q[(std::size_t(t) * H + h) * Dh], keys, Dh, sink[h], s, &o[(std::size_t(t) * H + h) * Dh]);
+        }
+    });
+}
+
+void attend_block(ThreadPool& pool, const AttendShape& sh, const float* q, const float* kv, const float* ring,
+                  std::int64_t ring_first, const float* sink, float* o) {
+    const int H = sh.heads, Dh = sh.head_dim, W = sh.window;
+    const std::int64_t first = std::max<std::int64_t>({0, ring_first, sh.start - W});
+    pool.parallel_for(std::size_t(sh.n) * H, [&](std::size_t i0, std::size_t i1) {
+        std::vector<const float*> keys;
+        std::vector<float> s;
+        for (std::size_t i = i0; i < i1; ++i) {
+            const int t = int(i / H), h = int(i % H);
+            keys.clear();
+            for (std::int64_t j = first; j < sh.start; ++j) keys.push_back(&ring[std::size_t(j % W) * Dh]);
+            for (int j = 0; j < sh.n; ++j) keys.push_back(&kv[std::size_t(j) * Dh]);
+            attend_keys(&q[(std::size_t(t) * H + h) * Dh], keys, Dh, sink[h], s, &o[(std::size_t(t) * H + h) * Dh]);
         }
     });
 }

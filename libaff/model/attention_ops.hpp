@@ -48,6 +48,13 @@ struct AttendShape {
 void attend(ThreadPool& pool, const AttendShape& s, const float* q, const float* kv, const float* ring,
             const AttendEntries& e, const float* sink, float* o);
 
+// The DSpark draft block's attention (§5.2 step 2): every one of the n block queries (positions
+// start .. start + n - 1) sees the ring's positions max(0, ring_first, start - W) .. start - 1
+// (ring[j mod W]; the trunk-confirmed context) and then all n block keys kv [n, Dh], with no
+// causal mask inside the block. Otherwise as attend (sink, shared keys, no inverse rotation).
+void attend_block(ThreadPool& pool, const AttendShape& s, const float* q, const float* kv, const float* ring,
+                  std::int64_t ring_first, const float* sink, float* o);
+
 // The ring keeps the last W latents: slot (start + t) mod W ← kv[t] for the chunk's last
 // min(n, W) tokens. Written after every query of the chunk has read the ring.
 void ring_store(float* ring, const float* kv, int n, int head_dim, int window, std::int64_t start);

@@ -6,6 +6,7 @@
 #include "libaff/model/forward.hpp"
 
 #include "libaff/model/attention_ops.hpp"
+#include "libaff/model/gemm.hpp"
 #include "libaff/model/ops.hpp"
 #include "libaff/model/router.hpp"
 
@@ -26,28 +27,6 @@ using ops::rope;
 using ops::sigmoid;
 using ops::silu;
 using ops::softplus;
-
-// Y[t, r] = W[r, :] · X[t, :] for t < n, r < rows: the one matrix product of the model.
-// Split over rows so a single token (decode) still uses every thread. ldw: W's row stride (0:
-// cols), for a column slab of a wider matrix (a tensor-parallel rank's share, SubLayerShard).
-void gemm(ThreadPool& pool, const float* W, int rows, int cols, const float* X, int ldx, int n, float* Y, int ldy,
-          int ldw = 0) {
-    const std::size_t stride = ldw > 0 ? std::size_t(ldw) : std::size_t(cols);
-    const std::size_t min_chunk = std::max<std::size_t>(1, 8192 / std::max<std::size_t>(1, std::size_t(cols) * n));
-    pool.parallel_for(
-        static_cast<std::size_t>(rows),
-        [&](std::size_t r0, std::size_t r1) {
-            for (std::size_t r = r0; r < r1; ++r) {
-                const float* w = W + r * stride;
-                for (int t = 0; t < n; ++t) Y[std::size_t(t) * ldy + r] = dot(w, X + std::size_t(t) * ldx, cols);
-            }
-        },
-        min_chunk);
-}
-
-void gemm(ThreadPool& pool, const Matrix& W, const float* X, int n, float* Y) {
-    gemm(pool, W.w.data(), W.rows, W.cols, X, W.cols, n, Y, W.rows);
-}
 
 // mHC coefficients of one token (§3.2 steps 1-7): pre [n], post [n], comb [n, n].
 void hc_coefficients(const HyperConnectionWeights& w, const float* mix_raw, const float* x, int nD, int hc,
@@ -107,6 +86,21 @@ double topk_margin(const float* scores, int count, const Index* chosen, int k) {
     return (kth - left) / scale;
 }
 
+// DSpark's tap (§5.2): the plain mean of the hc streams of n tokens' x [n, hc, D] into slot
+// `tap` of out [n, taps, D].
+void stream_mean(const float* x, int n, int hc, int D, std::size_t tap, std::size_t taps, float* out) {
+    const float inv = 1.0f / float(hc);
+    for (int t = 0; t < n; ++t) {
+        float* o = out + (std::size_t(t) * taps + tap) * D;
+        const float* xt = x + std::size_t(t) * hc * D;
+        for (int d = 0; d < D; ++d) {
+            float sum = 0;
+            for (int k = 0; k < hc; ++k) sum += xt[std::size_t(k) * D + d];
+            o[d] = sum * inv;
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<float> rope_inv_freq(const RopeParameters& t, int rope_dim) {
@@ -140,22 +134,23 @@ Model::Model(ModelConfig config, ModelWeights weights, ThreadPool& pool, Forward
         throw_unsupported("RoPE attention_factor other than 1 (V4 applies no mscale)");
 }
 
-DecodeState Model::new_state() const {
+LayerState Model::layer_state(const LayerWeights& w) const {
     const ModelConfig& c = config_;
-    auto layer_state = [&](const LayerWeights& w) {
-        LayerState s;
-        s.ring.assign(std::size_t(c.sliding_window) * c.head_dim, 0.0f);
-        auto init = [](const CompressorWeights& cw, CompressorState& cs) {
-            const int width = cw.overlap ? 2 * cw.dim : cw.dim;
-            cs.pending_kv.assign(std::size_t(cw.ratio) * width, 0.0f);
-            cs.pending_gate.assign(std::size_t(cw.ratio) * width, 0.0f);
-            cs.prev_kv.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
-            cs.prev_gate.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
-        };
-        if (w.attn.has_compressor) init(w.attn.compressor, s.compressor);
-        if (w.attn.has_indexer) init(w.attn.index_compressor, s.indexer);
-        return s;
+    LayerState s;
+    s.ring.assign(std::size_t(c.sliding_window) * c.head_dim, 0.0f);
+    auto init = [](const CompressorWeights& cw, CompressorState& cs) {
+        const int width = cw.overlap ? 2 * cw.dim : cw.dim;
+        cs.pending_kv.assign(std::size_t(cw.ratio) * width, 0.0f);
+        cs.pending_gate.assign(std::size_t(cw.ratio) * width, 0.0f);
+        cs.prev_kv.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
+        cs.prev_gate.assign(std::size_t(cw.ratio) * cw.dim, 0.0f);
     };
+    if (w.attn.has_compressor) init(w.attn.compressor, s.compressor);
+    if (w.attn.has_indexer) init(w.attn.index_compressor, s.indexer);
+    return s;
+}
+
+DecodeState Model::new_state() const {
     DecodeState st;
     for (const LayerWeights& w : weights_.layers) st.layers.push_back(layer_state(w));
     for (const MtpWeights& m : weights_.mtp) st.mtp.push_back(layer_state(m.layer));
@@ -179,7 +174,8 @@ void Model::compress(const CompressorWeights& w, CompressorState& st, std::int64
 // A shard computes only its output groups' heads and its share of wo_b's product (a partial
 // sum of out); the replicated parts (q_a, the latent, compressor, indexer, ring) run whole.
 void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                      const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard) const {
+                      const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard,
+                      std::int64_t block_ring_first) const {
     const ModelConfig& c = config_;
     const AttentionWeights& w = lw.attn;
     const int Dh = c.head_dim, Dr = c.rope_dim, Rq = c.q_lora_rank, W = c.sliding_window;
@@ -245,14 +241,20 @@ void Model::attention(const LayerWeights& lw, AttentionKind kind, LayerState& st
     }
 
     // Scores with the per-head sink in the denominator, then the conjugate rotation.
+    // A DSpark draft block (block_ring_first >= 0) sees the confirmed ring and its whole block,
+    // and leaves the ring as it was: its keys are guesses, not the trunk's.
     std::vector<float> o(std::size_t(n) * H * Dh);
-    if (H > 0)
+    const bool block = block_ring_first >= 0;
+    if (H > 0 && block)
+        attend_block(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), st.ring.data(), block_ring_first,
+                     w.sink.data() + h0, o.data());
+    else if (H > 0)
         attend(pool_, AttendShape{n, H, Dh, W, start}, q.data(), kv.data(), st.ring.data(), entries,
                w.sink.data() + h0, o.data());
     for (int t = 0; t < n; ++t)
         for (int h = 0; h < H; ++h) rope(&o[(std::size_t(t) * H + h) * Dh] + Dh - Dr, inv_freq, start + t, /*inverse=*/true);
     // The ring keeps the last W latents (written after all queries have read it).
-    ring_store(st.ring.data(), kv.data(), n, Dh, W, start);
+    if (!block) ring_store(st.ring.data(), kv.data(), n, Dh, W, start);
 
     // Grouped low-rank output projection: group g maps its H/G heads through wo_a[g].
     const int Gs = g1 - g0, Ro = c.o_lora_rank, group_in = c.num_heads * Dh / G, D = c.hidden_size;
@@ -344,7 +346,7 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
 // One decoder layer (§3.2 "Decoder layer"): mHC around attention, then around the MoE.
 void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                           std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                          SelectionMargins* margins, RouteObserver* routes) const {
+                          SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, nD = hc * D, M = c.mix_width();
     std::vector<float> mix(std::size_t(n) * M), pre(std::size_t(n) * hc), post(std::size_t(n) * hc),
@@ -378,34 +380,45 @@ void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind 
         }
     };
     collapse(w.hc_attn, w.attn_norm);
-    attention(w, kind, st, start, n, u.data(), f.data(), margins, SubLayerShard{});
+    attention(w, kind, st, start, n, u.data(), f.data(), margins, SubLayerShard{}, block_ring_first);
     expand();
     collapse(w.hc_ffn, w.ffn_norm);
     moe(w.ffn, layer_index, hash, tokens, u.data(), f.data(), start, margins, routes, SubLayerShard{});
     expand();
 }
 
-// §3.2 hyper head, §3.10 final norm and LM head, for n tokens' streams.
-void Model::hyper_head_logits(const HyperHeadWeights& hw, const std::vector<float>& norm, const float* x, int n,
-                              float* logits) const {
+// §3.2 hyper head for n tokens' streams: y [n, D], before the final norm.
+void Model::hyper_head(const HyperHeadWeights& hw, const float* x, int n, float* y) const {
     const ModelConfig& c = config_;
     const int hc = c.hc_mult, D = c.hidden_size, nD = hc * D;
-    std::vector<float> mix(std::size_t(n) * hc), y(std::size_t(n) * D);
+    std::vector<float> mix(std::size_t(n) * hc);
     gemm(pool_, hw.fn, x, n, mix.data());
     for (int t = 0; t < n; ++t) {
         const float* xt = x + std::size_t(t) * nD;
         double ss = 0;
         for (int i = 0; i < nD; ++i) ss += double(xt[i]) * xt[i];
         const float r = static_cast<float>(1.0 / std::sqrt(ss / nD + c.rms_norm_eps));
-        float* yt = &y[std::size_t(t) * D];
+        float* yt = y + std::size_t(t) * D;
         std::fill(yt, yt + D, 0.0f);
         for (int k = 0; k < hc; ++k) {
             const float p = sigmoid(mix[std::size_t(t) * hc + k] * r * hw.scale[0] + hw.base[k]) + float(c.hc_eps);
             for (int d = 0; d < D; ++d) yt[d] += p * xt[std::size_t(k) * D + d];
         }
-        rms_norm(yt, D, norm.data(), c.rms_norm_eps, yt);
     }
-    gemm(pool_, weights_.head, y.data(), n, logits);
+}
+
+// §3.10 final norm and LM head of hyper-head outputs y [n, D] (normalised in place).
+void Model::norm_head_logits(const std::vector<float>& norm, float* y, int n, float* logits) const {
+    const int D = config_.hidden_size;
+    for (int t = 0; t < n; ++t) rms_norm(y + std::size_t(t) * D, D, norm.data(), config_.rms_norm_eps, y + std::size_t(t) * D);
+    gemm(pool_, weights_.head, y, n, logits);
+}
+
+void Model::hyper_head_logits(const HyperHeadWeights& hw, const std::vector<float>& norm, const float* x, int n,
+                              float* logits) const {
+    std::vector<float> y(std::size_t(n) * config_.hidden_size);
+    hyper_head(hw, x, n, y.data());
+    norm_head_logits(norm, y.data(), n, logits);
 }
 
 std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t> tokens, bool all_logits,
@@ -422,9 +435,16 @@ std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t>
         for (int k = 0; k < hc; ++k)
             std::memcpy(&x[(std::size_t(t) * hc + k) * D], weights_.embed.row(tokens[t]), sizeof(float) * D);
     const int layers = options_.max_layers < 0 ? c.num_layers : std::min(options_.max_layers, c.num_layers);
-    for (int l = 0; l < layers; ++l)
+    const std::vector<int>& taps = c.dspark.tap_layers;
+    if (st.taps) st.taps->assign(std::size_t(n) * taps.size() * D, 0.0f);
+    for (int l = 0; l < layers; ++l) {
         layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x,
                       st.margins, st.routes);
+        // DSpark taps (§5.2): the plain mean of the streams after a tap layer.
+        const auto tap = std::find(taps.begin(), taps.end(), l);
+        if (st.taps && tap != taps.end())
+            stream_mean(x.data(), n, hc, D, std::size_t(tap - taps.begin()), taps.size(), st.taps->data());
+    }
     if (st.routes) st.routes->on_forward_end();
     st.position += n;
     if (streams_out) *streams_out = x;

@@ -56,6 +56,25 @@ struct DecodeState {
     std::int64_t mtp_position = 0;    // next position of the MTP layer
     SelectionMargins* margins = nullptr;  // diagnostics (tests): see SelectionMargins
     RouteObserver* routes = nullptr;      // route traces: sees the main layers' routing
+    // DSpark taps: when set, forward() fills it with [n, taps, D], the mean of the residual
+    // streams after each of config.dspark.tap_layers for each token run (model doc §5.2).
+    std::vector<float>* taps = nullptr;
+};
+
+// The DSpark drafter's state (model doc §5.2): per stage, the sliding ring of the latent keys
+// built from the trunk's context features, at slot position mod W; the rings hold the trunk
+// positions [first, position).
+struct DsparkState {
+    std::vector<LayerState> stages;  // only their rings are used
+    std::int64_t first = 0, position = 0;
+};
+
+// One DSpark draft block's raw output (dspark_forward.cpp): the shared head's logits of the
+// block's γ positions, before the Markov correction, and the last stage's hyper-head outputs
+// before the norm (the confidence head's input).
+struct DsparkBlock {
+    std::vector<float> logits;  // [γ, V]
+    std::vector<float> y;       // [γ, D]
 };
 
 // The part of a sub-layer one tensor-parallel rank computes (libaff/placement/tensor_split.hpp
@@ -88,6 +107,7 @@ public:
     const ModelConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     bool has_mtp() const { return !weights_.mtp.empty(); }
+    bool has_dspark() const { return !weights_.dspark.stages.empty(); }
 
     DecodeState new_state() const;
 
@@ -108,6 +128,23 @@ public:
                                    std::span<const std::int32_t> next_tokens, bool all_logits = true,
                                    std::vector<float>* streams_out = nullptr) const;
 
+    // DSpark (§5.2; dspark_forward.cpp). A state whose rings are empty and start at `position`.
+    DsparkState new_dspark_state(std::int64_t position = 0) const;
+    // Extends every stage's ring by the trunk positions state.position .. + n - 1 from their
+    // taps [n, taps, D] (DecodeState::taps): ctx = main_norm(main_proj · concat), then per
+    // stage kv_norm(wkv · ctx) with the main RoPE at the position, stored at position mod W.
+    void dspark_extend(DsparkState& state, std::span<const float> taps) const;
+    // The draft block for the anchor token at position state.position (the trunk's next):
+    // ids [anchor, noise × (γ − 1)] at positions state.position .. + γ − 1 through every
+    // stage (attention over the ring's positions and the whole block, no causal mask), the
+    // last stage's hyper head, norm and the shared head. Leaves the state as it was.
+    DsparkBlock dspark_block(DsparkState& state, std::int32_t anchor) const;
+    // logits [V] += markov_w2 · markov_w1[prev] (§5.2 step 4).
+    void dspark_markov(std::int32_t prev, std::span<float> logits) const;
+    // The confidence head: sigmoid(proj · [y | markov_w1[prev]]) (§5.2 step 5; the sigmoid as
+    // the paper describes it: tests/oracle/dspark_reference.md).
+    float dspark_confidence(std::span<const float> y, std::int32_t prev) const;
+
     // One main layer's attention block (§3.4-3.8) for n tokens at positions start..: a is the
     // normalised attention input [n, D], out receives [n, D]; st is read and advanced as
     // forward() does. For backends that run the rest of the layer elsewhere (libaff/gpu runs
@@ -125,15 +162,21 @@ private:
     struct Scratch;
     void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                        std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                       SelectionMargins* margins, RouteObserver* routes) const;
+                       SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first = -1) const;
+    // block_ring_first >= 0: a DSpark draft block (attend_block from that ring position; the
+    // ring is not written).
     void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
-                   const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard) const;
+                   const float* a, float* out, SelectionMargins* margins, const SubLayerShard& shard,
+                   std::int64_t block_ring_first = -1) const;
     void compress(const CompressorWeights& w, CompressorState& st, std::int64_t start, int n, const float* a) const;
     void moe(const FfnWeights& w, int layer_index, bool hash, std::span<const std::int32_t> tokens, const float* b,
              float* out, std::int64_t start, SelectionMargins* margins, RouteObserver* routes,
              const SubLayerShard& shard) const;
+    void hyper_head(const HyperHeadWeights& hc, const float* x, int n, float* y) const;
+    void norm_head_logits(const std::vector<float>& norm, float* y, int n, float* logits) const;
     void hyper_head_logits(const HyperHeadWeights& hc, const std::vector<float>& norm, const float* x, int n,
                            float* logits) const;
+    LayerState layer_state(const LayerWeights& w) const;
 
     ModelConfig config_;
     ModelWeights weights_;

@@ -177,6 +177,37 @@ int mtp_layers_present(const TensorReader& tensors, const ModelConfig& c) {
     return c.num_mtp_layers > 0 && tensors.has("mtp.0.e_proj.weight") ? c.num_mtp_layers : 0;
 }
 
+int dspark_stages_present(const TensorReader& tensors) {
+    if (!tensors.has("mtp.0.main_proj.weight")) return 0;
+    int s = 0;
+    while (s < 64 && tensors.has("mtp." + std::to_string(s) + ".attn_norm.weight")) ++s;
+    return s;
+}
+
+namespace {
+DsparkWeights load_dspark(const Loader& ld, const TensorReader& ck, const ModelConfig& c, int stages,
+                          DenseExpertSource* dense) {
+    const int D = c.hidden_size, V = c.vocab_size, r = c.dspark.markov_rank;
+    const std::string first = "mtp.0.", last = "mtp." + std::to_string(stages - 1) + ".";
+    if (c.dspark.noise_token_id >= V)
+        throw_format("DSpark stages present but the config has no dspark_noise_token_id, and the default 128799 is "
+                     "outside the vocabulary of " + std::to_string(V),
+                     ck.file_of(first + "main_proj.weight"));
+    DsparkWeights w;
+    w.main_proj = ld.matrix(first + "main_proj.weight", D, int(c.dspark.tap_layers.size()) * D);
+    w.main_norm = ld.vec(first + "main_norm.weight", D);
+    for (int s = 0; s < stages; ++s)
+        w.stages.push_back(ld.layer("mtp." + std::to_string(s) + ".", AttentionKind::sliding, 0, false,
+                                    c.num_layers + s, dense));
+    w.norm = ld.vec(last + "norm.weight", D);
+    w.hc_head = ld.hc_head(last);
+    w.markov_w1 = ld.matrix(last + "markov_head.markov_w1.weight", V, r);
+    w.markov_w2 = ld.matrix(last + "markov_head.markov_w2.weight", V, r);
+    w.confidence = ld.matrix(last + "confidence_head.proj.weight", 1, D + r);
+    return w;
+}
+}  // namespace
+
 ModelWeights load_model_weights(const TensorReader& ck, const ModelConfig& c,
                                 std::shared_ptr<const ExpertSource> experts) {
     Loader ld{ck, c};
@@ -186,9 +217,11 @@ ModelWeights load_model_weights(const TensorReader& ck, const ModelConfig& c,
     w.head = c.tie_word_embeddings && !ck.has("head.weight") ? w.embed : ld.matrix("head.weight", V, D);
     w.norm = ld.vec("norm.weight", D);
     w.hc_head = ld.hc_head("");
-    const int mtp_layers = mtp_layers_present(ck, c);
+    const int mtp_layers = mtp_layers_present(ck, c), dspark_stages = dspark_stages_present(ck);
     std::shared_ptr<DenseExpertSource> dense;
-    if (!experts) dense = std::make_shared<DenseExpertSource>(c.num_layers + mtp_layers, c.n_routed_experts);
+    if (!experts)
+        dense = std::make_shared<DenseExpertSource>(c.num_layers + std::max(mtp_layers, dspark_stages),
+                                                    c.n_routed_experts);
     for (int i = 0; i < c.num_layers; ++i)
         w.layers.push_back(ld.layer("layers." + std::to_string(i) + ".", c.attention[i], c.compress_ratio[i],
                                     c.hash_routed[i], i, dense.get()));
@@ -204,6 +237,7 @@ ModelWeights load_model_weights(const TensorReader& ck, const ModelConfig& c,
         m.layer = ld.layer(p, AttentionKind::sliding, 0, false, c.num_layers + i, dense.get());
         w.mtp.push_back(std::move(m));
     }
+    if (dspark_stages > 0) w.dspark = load_dspark(ld, ck, c, dspark_stages, dense.get());
     if (dense) w.experts = std::move(dense);
     else w.experts = std::move(experts);
     return w;

@@ -103,12 +103,26 @@ struct MtpWeights {
     LayerWeights layer;
 };
 
+// The DSpark drafter (model doc §2.5, §5.2): S stages mtp.0 .. mtp.<S-1>, each a complete
+// sliding-only layer with learned routing; the tap projection on the first stage, the head
+// side (hyper head, norm, Markov and confidence heads) on the last.
+struct DsparkWeights {
+    Matrix main_proj;                // mtp.0.main_proj [D, taps·D]
+    std::vector<float> main_norm;    // mtp.0.main_norm [D]
+    std::vector<LayerWeights> stages;
+    std::vector<float> norm;         // mtp.<S-1>.norm [D]
+    HyperHeadWeights hc_head;        // mtp.<S-1>.hc_head_*
+    Matrix markov_w1, markov_w2;     // mtp.<S-1>.markov_head.markov_w{1,2} [V, r]
+    Matrix confidence;               // mtp.<S-1>.confidence_head.proj [1, D + r]
+};
+
 struct ModelWeights {
     Matrix embed, head;  // [V, D]
     std::vector<float> norm;
     HyperHeadWeights hc_head;
     std::vector<LayerWeights> layers;
     std::vector<MtpWeights> mtp;  // empty when the checkpoint has none (transformers drops them)
+    DsparkWeights dspark;         // stages empty when the checkpoint has no DSpark drafter
     std::shared_ptr<const ExpertSource> experts;
 };
 
@@ -116,10 +130,17 @@ struct ModelWeights {
 // there, else 0: transformers checkpoints drop them).
 int mtp_layers_present(const TensorReader& tensors, const ModelConfig& config);
 
+// DSpark stages present in `tensors`: 0 unless "mtp.0.main_proj.weight" is there, else the
+// number of consecutive stages s = 0, 1, ... with an "mtp.<s>.attn_norm.weight" (the doc's
+// rule: count the mtp.<s>. prefixes; V4-Flash-0731 has 3). ExpertSource layer num_layers + s
+// is stage s, as for MTP layers.
+int dspark_stages_present(const TensorReader& tensors);
+
 // Reads every tensor the config calls for from a checkpoint or a container, checking
 // shapes; tid2eid rows must hold distinct expert ids in range. MTP layers are read when
-// present. Routed experts come from `experts` when given (it must cover the main layers
-// and mtp_layers_present() MTP layers); otherwise every one is read and decoded to
+// present, and so are DSpark stages (their tap layers, noise id and Markov rank checked against
+// the tensors and the vocabulary). Routed experts come from `experts` when given (it must
+// cover the main layers and the larger of mtp_layers_present() and dspark_stages_present()); otherwise every one is read and decoded to
 // float32 into a DenseExpertSource.
 ModelWeights load_model_weights(const TensorReader& tensors, const ModelConfig& config,
                                 std::shared_ptr<const ExpertSource> experts = nullptr);
