@@ -136,8 +136,12 @@ std::vector<float> CpuSequence::run(std::span<const std::int32_t> tokens, bool a
     state_.routes = routes_;  // reset() and restore() replace the state, not the observer
     if (!streams_) return model_.forward(state_, tokens, all_logits);
     const std::int64_t start = state_.position;
+    const bool taps = streams_->wants_taps();
+    state_.taps = taps ? &tap_rows_ : nullptr;
     std::vector<float> logits = model_.forward(state_, tokens, all_logits, &stream_rows_);
+    state_.taps = nullptr;  // the state may be copied (snapshots): it must not point here
     streams_->on_streams(start, tokens.size(), stream_rows_);
+    if (taps) streams_->on_taps(start, tokens.size(), tap_rows_);
     return logits;
 }
 

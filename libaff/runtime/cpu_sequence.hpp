@@ -8,7 +8,8 @@
 // rewound sequence holds exactly the state of a fresh run to that position and gives its
 // logits bit for bit (tests/unit/runtime/sequence_rewind_test.cpp). The MTP layers' state is
 // not touched by forward and not by rewind: the MTP drafter (mtp_drafter.hpp) keeps its own,
-// fed with the trunk's final streams through a StreamObserver.
+// fed with the trunk's final streams through a StreamObserver, and so does the DSpark drafter
+// (dspark_drafter.hpp), fed with the tap layers' features.
 #pragma once
 
 #include "libaff/model/forward.hpp"
@@ -23,6 +24,14 @@ class StreamObserver {
 public:
     virtual ~StreamObserver() = default;
     virtual void on_streams(std::int64_t start, std::size_t n, std::span<const float> streams) = 0;
+    // An observer that wants the DSpark tap features (DecodeState::taps) says so; it then also
+    // gets them, [n, taps, D], after on_streams.
+    virtual bool wants_taps() const { return false; }
+    virtual void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) {
+        (void)start;
+        (void)n;
+        (void)taps;
+    }
 };
 
 class CpuSequence final : public UndoLogSequence {
@@ -54,7 +63,7 @@ private:
     DecodeState state_;
     RouteObserver* routes_ = nullptr;
     StreamObserver* streams_ = nullptr;
-    std::vector<float> stream_rows_;
+    std::vector<float> stream_rows_, tap_rows_;
 };
 
 // Host bytes of a CPU decode state: its float vectors and the per-layer records.

@@ -2,20 +2,32 @@
 #include "libaff/runtime/draft_choice.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/model/draft_load.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/draft_gate.hpp"
+#include "libaff/runtime/dspark_drafter.hpp"
 #include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
 #include <cstdio>
+#include <filesystem>
 
 namespace aff {
 
 DraftMode parse_draft_mode(std::string_view text) {
     if (text == "auto") return DraftMode::automatic;
     if (text == "mtp") return DraftMode::mtp;
+    if (text == "dspark") return DraftMode::dspark;
     if (text == "off") return DraftMode::off;
-    throw_usage("--draft: expected auto, mtp or off, got \"" + std::string(text) + "\"");
+    throw_usage("--draft: expected auto, mtp, dspark or off, got \"" + std::string(text) + "\"");
+}
+
+std::string draft_model_to_load(const DraftChoice& choice, const std::string& model_path) {
+    if (choice.mode == DraftMode::off) return "";
+    if (!choice.model_path.empty()) return choice.model_path;
+    const std::string beside = default_draft_path(model_path);
+    std::error_code ec;
+    return !beside.empty() && std::filesystem::is_regular_file(beside, ec) ? beside : "";
 }
 
 void check_draft_tokens(std::size_t tokens) {
@@ -25,8 +37,9 @@ void check_draft_tokens(std::size_t tokens) {
 }
 
 void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes) {
-    if (recording_routes && choice.mode == DraftMode::mtp)
-        throw_usage("--draft mtp and --route-trace: route traces are recorded without drafts; add --draft off");
+    if (recording_routes && (choice.mode == DraftMode::mtp || choice.mode == DraftMode::dspark))
+        throw_usage(std::string("--draft ") + (choice.mode == DraftMode::mtp ? "mtp" : "dspark") +
+                    " and --route-trace: route traces are recorded without drafts; add --draft off");
 }
 
 OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend) {
@@ -36,16 +49,33 @@ OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequen
         out.description = "drafts off";
         return out;
     }
-    const bool insist = choice.mode == DraftMode::mtp;
+    const bool insist = choice.mode != DraftMode::automatic;
+    // DSpark when asked, or for auto when the model has its stages and runs on the CPU path.
+    auto* cpu = dynamic_cast<CpuSequence*>(&backend);
+    if (choice.mode == DraftMode::dspark || (choice.mode == DraftMode::automatic && model.has_dspark() && cpu)) {
+        if (!model.has_dspark())
+            throw_usage("--draft dspark: the model has no DSpark stages (give their draft container with --draft-model, "
+                        "or put it beside the main one as <model>.dspark.aff)");
+        if (!cpu) throw_unsupported("--draft dspark: DSpark drafts run on the CPU path only so far (--gpus 0)");
+        auto dspark = std::make_unique<DsparkDrafter>(model, *cpu, choice.max_tokens);
+        out.description = "drafts: dspark, up to " + std::to_string(dspark->max_tokens()) + " a step";
+        if (insist) {
+            out.drafter = std::move(dspark);
+        } else {
+            out.drafter = std::make_unique<DraftGate>(std::move(dspark));
+            out.description += ", while faster than without";
+        }
+        return out;
+    }
     if (!model.has_mtp()) {
         if (insist)
             throw_usage("--draft mtp: the model has no MTP layer (transformers drops it from the checkpoints it saves; "
-                        "aff-quantize puts it in the draft container, which aff-run does not load yet)");
+                        "aff-quantize --dspark puts it in a draft container: give it with --draft-model)");
         out.description = "drafts off (the model has no MTP layer)";
         return out;
     }
     std::unique_ptr<MtpDrafter> mtp;
-    if (auto* cpu = dynamic_cast<CpuSequence*>(&backend)) {
+    if (cpu) {
         mtp = std::make_unique<MtpDrafter>(model, *cpu, choice.max_tokens);
     } else {
         std::string why;

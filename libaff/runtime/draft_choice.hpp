@@ -1,8 +1,11 @@
 // Which drafter a generation uses (aff-run's and aff-serve's --draft, --draft-max), in one
-// place so both tools parse, refuse and describe it alike: "auto" drafts with the MTP layer
-// when the model has one and runs on a backend that can draft with it (the CPU reference, or
-// the GPU when the MTP layer is on it: GpuModel::has_mtp), and then only while drafting is measured faster than decoding without (draft_gate.hpp);
-// "mtp" insists on drafting; "off" never drafts.
+// place so both tools parse, refuse and describe it alike: "auto" drafts with the DSpark
+// stages when the model has them (a DSpark checkpoint, or a draft container loaded beside the
+// main one: libaff/model/draft_load.hpp) on the CPU reference, else with the MTP layer when
+// it has one and runs on a backend that can draft with it (the CPU reference, or the GPU when
+// the MTP layer is on it: GpuModel::has_mtp), and then only while drafting is measured faster
+// than decoding without (draft_gate.hpp); "mtp" and "dspark" insist on that drafter; "off"
+// never drafts.
 #pragma once
 
 #include "libaff/model/forward.hpp"
@@ -17,24 +20,30 @@
 
 namespace aff {
 
-enum class DraftMode { automatic, mtp, off };
+enum class DraftMode { automatic, mtp, dspark, off };
 
 struct DraftChoice {
     DraftMode mode = DraftMode::automatic;
     std::size_t max_tokens = 3;  // draft tokens a verify call checks at most
+    std::string model_path;      // --draft-model: the draft container; empty: <model>.dspark.aff when there
 };
+
+// The draft container to load beside `model_path` (load_model_with_draft): none with drafts
+// off; the --draft-model file when given; else the default one (default_draft_path) when it
+// exists; else none.
+std::string draft_model_to_load(const DraftChoice& choice, const std::string& model_path);
 
 // The largest --draft-max: a verify call of more tokens than this is never worth it.
 constexpr std::size_t max_draft_tokens = 16;
 
-// "auto", "mtp" or "off"; throws usage naming the value otherwise.
+// "auto", "mtp", "dspark" or "off"; throws usage naming the value otherwise.
 DraftMode parse_draft_mode(std::string_view text);
 
 // Throws usage for a draft length outside 1 .. max_draft_tokens.
 void check_draft_tokens(std::size_t tokens);
 
 // A route trace would record the routing of rejected guesses, so traced runs go without
-// drafts: throws usage for "mtp" while recording one.
+// drafts: throws usage for "mtp" or "dspark" while recording one.
 void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes);
 
 struct OpenedDrafter {
@@ -43,9 +52,11 @@ struct OpenedDrafter {
 };
 
 // The drafter for generations on `backend` (the sequence open_sequence built, before any
-// wrapper). Throws usage for "mtp" on a model without an MTP layer and unsupported for
-// "mtp" on a backend that cannot draft with it (a GPU model whose MTP layer is not on the
-// GPU: split across GPUs, attention on the CPU, or its experts stored unlike the trunk's). `model` and `backend` must outlive it.
+// wrapper). Throws usage for "mtp" ("dspark") on a model without an MTP layer (DSpark
+// stages) and unsupported for "mtp" on a backend that cannot draft with it (a GPU model whose
+// MTP layer is not on the GPU: split across GPUs, attention on the CPU, or its experts stored
+// unlike the trunk's) and for "dspark" off the CPU reference (DSpark drafts run there only so
+// far). `model` and `backend` must outlive it.
 OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend);
 
 // One line of what the drafts did in a generation: "drafts: 12 verify calls, 1.83 of 3

@@ -11,6 +11,8 @@
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
+#include "unit/runtime/generate_outcome.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -22,26 +24,8 @@
 namespace {
 const std::string kModels = std::string(AFF_TEST_DATA) + "/models";
 
-struct Outcome {
-    std::vector<std::int32_t> tokens;
-    std::vector<std::vector<float>> logits;
-    aff::GenerateStats stats;
-    std::int64_t end_position = 0;
-};
-
-Outcome generate_on(aff::CpuSequence& sequence, const aff::GenerateOptions& opt, aff::Drafter* drafter) {
-    Outcome out;
-    aff::GenerateHooks h;
-    h.on_step = [&](const aff::GenerationStep& s) {
-        out.tokens.push_back(s.token);
-        return true;
-    };
-    h.on_logits = [&](std::int64_t, std::int32_t, std::span<const float> l) { out.logits.emplace_back(l.begin(), l.end()); };
-    h.drafter = drafter;
-    out.stats = aff::generate(sequence, opt, h);
-    out.end_position = sequence.position();
-    return out;
-}
+using aff::test::generate_on;
+using aff::test::Outcome;
 
 std::vector<std::int32_t> prompt_of(int n, int salt, int vocab) {
     std::vector<std::int32_t> t{0};

@@ -1,0 +1,95 @@
+// The DSpark drafter (model doc §5.2) on the CPU reference: the model's DSpark stages guess a
+// block of up to γ tokens after the one just chosen, in one pass, and the confidence head
+// decides how many of them the verify call checks. Its state is the stages' context rings,
+// built from the trunk's tap features (the mean of the streams after the tap layers), which
+// it sees through CpuSequence's StreamObserver for every forward call, verify calls
+// included. The rings take only trunk-confirmed positions: a forward call that starts at
+// position p says the trunk holds every position before p, so the rings are extended to p
+// then (and a proposal extends them to the trunk's position: the accepted tokens of the last
+// verify call); the draft block reads the rings without writing them, so nothing has to be
+// put back after a rejection: the rings always hold what a fresh build over the trunk's
+// positions holds (dspark_drafter_test.cpp). Tap rows of one window before the rings' end
+// are kept, so a trunk that goes back (the server's prefix cache) rebuilds the same rings
+// where it can; where it cannot (a restored prefix), the first window of drafts sees less
+// context: weaker, never wrong.
+//
+// How many tokens: guess i carries the confidence c_i = sigmoid(head) that it survives given
+// that the earlier ones did, so Π_{j≤i} c_j estimates the chance the verify call keeps it. The
+// drafter proposes guess i while that product is at least `min_survival` (the first guess
+// always), up to min(γ, max_tokens).
+//
+// At temperature 0 the guesses are the Markov-corrected logits' argmax, plain guesses
+// (drafter.hpp); else each is drawn with the generation's sampling parameters (its own seeded
+// sampler) and its distribution handed to the loop for speculative acceptance. Either way
+// the next guess's Markov correction follows the guess made.
+#pragma once
+
+#include "libaff/model/forward.hpp"
+#include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/drafter.hpp"
+#include "libaff/runtime/sampler.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace aff {
+
+// The default survival threshold: a guess is verified while its estimated chance of being kept
+// is at least one in four (a verify call's extra token costs far less than a decode step; tests
+// pass 0 to verify every guess).
+constexpr float dspark_min_survival = 0.25f;
+
+class DsparkDrafter final : public Drafter, private StreamObserver {
+public:
+    // `model` must have DSpark stages (throws unsupported otherwise) and max_tokens be at
+    // least 1 (throws usage). `trunk` is the CPU sequence the generation runs on; the drafter
+    // becomes its stream observer. Both must outlive the drafter.
+    DsparkDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens,
+                  float min_survival = dspark_min_survival);
+    ~DsparkDrafter() override;
+    DsparkDrafter(const DsparkDrafter&) = delete;
+    DsparkDrafter& operator=(const DsparkDrafter&) = delete;
+
+    // min(γ, the max_tokens asked for).
+    std::size_t max_tokens() const override { return max_tokens_; }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override;
+    std::span<const float> draft_distribution(std::size_t i) const override;
+    // Also marks the next forward call as the start of a new sequence for the rings.
+    void start(const SamplerParams& sampling) override;
+
+    // The rings (tests compare them with a fresh build's) and the last proposal's confidences
+    // c_0 .. (one per guess computed, at least as many as guesses proposed).
+    const DsparkState& state() const { return state_; }
+    std::span<const float> confidences() const { return confidences_; }
+
+private:
+    void on_streams(std::int64_t, std::size_t, std::span<const float>) override {}
+    bool wants_taps() const override { return true; }
+    void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) override;
+    // Forgets the rings' past: the next positions start at `position`.
+    void restart(std::int64_t position);
+    // Extends the rings up to `position` (exclusive) from the rows kept.
+    void extend_to(std::int64_t position);
+    std::int32_t pick(std::span<const float> logits, std::size_t j);
+
+    const Model& model_;
+    CpuSequence& trunk_;
+    const std::size_t max_tokens_;
+    const float min_survival_;
+    const std::size_t row_;    // floats of one position's taps (taps * D)
+    const std::int64_t window_;
+    DsparkState state_;
+    std::int64_t first_ = 0;   // where the sequence the rings belong to starts
+    // The trunk's taps of positions [taps_start_, taps_start_ + taps_.size() / row_).
+    std::vector<float> taps_;
+    std::int64_t taps_start_ = 0;
+    bool new_sequence_ = true;
+    std::optional<Sampler> sampler_;  // empty at temperature 0
+    std::vector<float> q_;            // [guesses, V] when sampling
+    std::vector<float> confidences_;
+    std::size_t guesses_ = 0;
+};
+
+}  // namespace aff
