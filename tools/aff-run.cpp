@@ -10,6 +10,7 @@
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/chat_session.hpp"
+#include "libaff/model/draft_load.hpp"
 #include "libaff/runtime/draft_choice.hpp"
 #include "libaff/runtime/end_tokens.hpp"
 #include "libaff/runtime/generate.hpp"
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
 
         const auto load_start = std::chrono::steady_clock::now();
         aff::ThreadPool pool(threads);
-        auto model = aff::Model::load(model_path, pool, fwd);
+        auto model = aff::load_model_with_draft(model_path, aff::draft_model_to_load(draft, model_path), pool, fwd);
         const aff::ModelConfig& config = model->config();
         const std::size_t context = ctx_size ? ctx_size : std::size_t(std::max<std::int64_t>(0, config.max_position_embeddings));
         if (tokens_text.empty()) {

@@ -55,6 +55,17 @@ bool is_plain_float(StorageType t) { return t == StorageType::F32 || t == Storag
 
 }  // namespace
 
+bool is_draft_container(const Container& container) {
+    const auto role = container.metadata().find("role");
+    return role != container.metadata().end() && *role == "draft";
+}
+
+ModelConfig container_model_config(const Container& container, const std::string& path) {
+    const nlohmann::json* config_json = container.config();
+    if (!config_json) throw_format("metadata has no config (the model's config.json)", path);
+    return with_context("metadata config", [&] { return parse_model_config(*config_json, path); });
+}
+
 std::shared_ptr<const quant::Codebook> container_codebook(const Container& c) {
     auto bytes = c.codebook();
     if (!bytes) return nullptr;
@@ -153,6 +164,10 @@ void decode_stored_row(const Container& c, const quant::Codebook* codebook, cons
 
 ContainerTensorReader::ContainerTensorReader(std::shared_ptr<const Container> container)
     : container_(std::move(container)), codebook_(container_codebook(*container_)) {}
+
+ContainerTensorReader::ContainerTensorReader(std::shared_ptr<const Container> container,
+                                             std::shared_ptr<const quant::Codebook> codebook)
+    : container_(std::move(container)), codebook_(std::move(codebook)) {}
 
 std::vector<float> ContainerTensorReader::read_f32(const std::string& name,
                                                    const std::vector<std::uint64_t>& shape) const {

@@ -8,6 +8,7 @@
 // container_experts.hpp.
 #pragma once
 
+#include "libaff/checkpoint/config.hpp"
 #include "libaff/checkpoint/tensor_reader.hpp"
 #include "libaff/container/container.hpp"
 #include "libaff/quant/codebook.hpp"
@@ -17,6 +18,12 @@
 #include <vector>
 
 namespace aff {
+
+// Whether the container's metadata says role "draft" (formats/container.md §5).
+bool is_draft_container(const Container& container);
+// The model config the container's metadata carries; throws format naming `path` when it has
+// none or it is no DeepSeek-V4 config.
+ModelConfig container_model_config(const Container& container, const std::string& path);
 
 // The container's codebook (section CBOK) parsed and checked, or nullptr when it has
 // none. Container::open has already checked it against the metadata's codebook_id.
@@ -42,6 +49,9 @@ void decode_stored_row(const Container& container, const quant::Codebook* codebo
 class ContainerTensorReader final : public TensorReader {
 public:
     explicit ContainerTensorReader(std::shared_ptr<const Container> container);
+    // A draft container's tensors, decoded with its main container's codebook (a draft
+    // records only the codebook's id: formats/container.md §5).
+    ContainerTensorReader(std::shared_ptr<const Container> container, std::shared_ptr<const quant::Codebook> codebook);
 
     const Container& container() const { return *container_; }
     const std::shared_ptr<const quant::Codebook>& codebook() const { return codebook_; }

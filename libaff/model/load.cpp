@@ -11,33 +11,23 @@
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace aff {
 
 namespace {
 
-bool is_draft(const Container& container) {
-    const auto role = container.metadata().find("role");
-    return role != container.metadata().end() && *role == "draft";
-}
-
-ModelConfig container_config(const Container& container, const std::string& path) {
-    const nlohmann::json* config_json = container.config();
-    if (!config_json) throw_format("metadata has no config (the model's config.json)", path);
-    return with_context("metadata config", [&] { return parse_model_config(*config_json, path); });
-}
-
 std::unique_ptr<Model> load_container(const std::string& path, ThreadPool& pool, ForwardOptions options) {
     auto container = std::make_shared<const Container>(Container::open(path));
-    if (is_draft(*container))
-        throw_unsupported("a draft container (metadata role \"draft\") holds only MTP stages for speculative "
-                          "decoding, which is not implemented yet; give the main container",
+    if (is_draft_container(*container))
+        throw_unsupported("a draft container (metadata role \"draft\") holds only the mtp.* stages for speculative "
+                          "decoding; give the main container (and this file with --draft-model)",
                           path);
-    ModelConfig config = container_config(*container, path);
+    ModelConfig config = container_model_config(*container, path);
     ContainerTensorReader tensors(container);
     auto experts = std::make_shared<const ContainerExpertSource>(container, tensors.codebook(), config,
-                                                                 mtp_layers_present(tensors, config));
+                                                                 std::max(mtp_layers_present(tensors, config), dspark_stages_present(tensors)));
     ModelWeights weights = load_model_weights(tensors, config, std::move(experts));
     return std::make_unique<Model>(std::move(config), std::move(weights), pool, options);
 }
@@ -50,19 +40,20 @@ void check_checkpoint_complete(const Checkpoint& checkpoint, const nlohmann::jso
 
 Completeness check_container_complete(const std::string& path) {
     auto container = std::make_shared<const Container>(Container::open(path));
-    if (is_draft(*container)) return Completeness::draft;
+    if (is_draft_container(*container)) return Completeness::draft;
     if (!container->config()) return Completeness::no_config;
     // A config that is no complete DeepSeek-V4 config (the format's own examples) says
     // nothing to check against; aff-run refuses such a container when it loads it.
     ModelConfig config;
     try {
-        config = container_config(*container, path);
+        config = container_model_config(*container, path);
     } catch (const Error&) {
         return Completeness::no_model_config;
     }
     const ContainerTensorReader tensors(container);
     // Its constructor checks every routed expert's storage, shape and codebook.
-    const ContainerExpertSource experts(container, tensors.codebook(), config, mtp_layers_present(tensors, config));
+    const ContainerExpertSource experts(container, tensors.codebook(), config,
+                                        std::max(mtp_layers_present(tensors, config), dspark_stages_present(tensors)));
     check_model_weights(tensors, config, true);
     return Completeness::complete;
 }

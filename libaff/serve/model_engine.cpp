@@ -1,6 +1,8 @@
 // The model-backed Engine (see model_engine.hpp).
 #include "libaff/serve/model_engine.hpp"
 
+#include "libaff/model/draft_load.hpp"
+
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/chat_tokens.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
@@ -40,7 +42,8 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
                     "directory",
                     options.model_path);
     auto pool = std::make_unique<ThreadPool>(options.threads);
-    auto model = Model::load(options.model_path, *pool, options.forward);
+    auto model = load_model_with_draft(options.model_path, draft_model_to_load(options.draft, options.model_path), *pool,
+                                      options.forward);
     auto backend = open_sequence(*model, options.model_path, options.backend, options.forward);
     // A route trace would record the routing of rejected guesses: it records runs without drafts.
     check_draft_with_route_trace(options.draft, !options.route_trace.empty());

@@ -37,7 +37,8 @@ struct ModelEngineOptions {
     // --route-trace: record the routing of every request (CPU path) into this file, each
     // request a sequence; the file is rewritten whole after every request (RouteTraceWriter).
     std::string route_trace;
-    // --draft, --draft-max: speculative decoding with the model's MTP layer (CPU path).
+    // --draft, --draft-max, --draft-model: speculative decoding with the model's DSpark stages or
+    // MTP layer (CPU path); the draft container loads beside the main one (draft_choice.hpp).
     DraftChoice draft;
 };
 

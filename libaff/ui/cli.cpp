@@ -268,9 +268,14 @@ DraftChoice& add_draft(CLI::App& app) {
     DraftChoice& d = g_draft.emplace_back();
     app.add_option_function<std::string>(
            "--draft", [&d](const std::string& mode) { d.mode = parse_draft_mode(mode); },
-           "speculative decoding: auto (the model's MTP layer when it has one, on the CPU path), mtp, off")
-        ->check(CLI::IsMember({"auto", "mtp", "off"}))
+           "speculative decoding: auto (the DSpark stages when the model has them, else its MTP layer, on the CPU "
+           "path), mtp, dspark, off")
+        ->check(CLI::IsMember({"auto", "mtp", "dspark", "off"}))
         ->default_str("auto");
+    app.add_option("--draft-model", d.model_path,
+                   "the draft container (aff-quantize --dspark) to pair with a main .aff container; default: "
+                   "<model>.dspark.aff beside it, when there")
+        ->type_name("FILE");
     app.add_option("--draft-max", d.max_tokens, "draft tokens one verify call checks at most")
         ->check(whole_number_between(1, static_cast<long long>(max_draft_tokens)))
         ->default_str(std::to_string(d.max_tokens));

@@ -236,8 +236,9 @@ TEST_CASE("a draft container or one without a config is refused with one clear l
     SECTION("draft") {
         opt.edit_metadata = [](nlohmann::json& m) { m["role"] = "draft"; };
         aff::test::write_fixture_container(dir, path, opt);
-        CHECK(load_error(path) == path + ": a draft container (metadata role \"draft\") holds only MTP stages for "
-                                         "speculative decoding, which is not implemented yet; give the main container");
+        CHECK(load_error(path) == path + ": a draft container (metadata role \"draft\") holds only the mtp.* stages "
+                                         "for speculative decoding; give the main container (and this file with "
+                                         "--draft-model)");
     }
     SECTION("no config") {
         opt.edit_metadata = [](nlohmann::json& m) { m.erase("config"); };
