@@ -273,7 +273,7 @@ DraftChoice& add_draft(CLI::App& app) {
         ->check(CLI::IsMember({"auto", "mtp", "dspark", "off"}))
         ->default_str("auto");
     app.add_option("--draft-model", d.model_path,
-                   "the draft container (aff-quantize --dspark) to pair with a main .aff container; default: "
+                   "the draft container (the mtp.* stages) to pair with a main .aff container; default: "
                    "<model>.dspark.aff beside it, when there")
         ->type_name("FILE");
     app.add_option("--draft-max", d.max_tokens, "draft tokens one verify call checks at most")
