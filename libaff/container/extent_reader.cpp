@@ -12,15 +12,17 @@
 
 namespace aff {
 
-ExtentReader::ExtentReader(const std::string& path, int threads, bool direct) : path_(path) {
+int ExtentReader::open_file(const char* path, int flags) { return ::open(path, flags); }
+
+ExtentReader::ExtentReader(const std::string& path, int threads, bool direct, OpenFn open) : path_(path) {
     if (direct) {
-        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+        fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
         direct_ = fd_ >= 0;
         // EINVAL: the filesystem does not take O_DIRECT; read through the page cache instead.
         if (fd_ < 0 && errno != EINVAL) throw_errno("cannot open for reading", path, errno);
     }
     if (fd_ < 0) {
-        fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd_ < 0) throw_errno("cannot open for reading", path, errno);
     }
     struct stat st {};

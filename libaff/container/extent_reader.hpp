@@ -25,9 +25,15 @@ class ExtentReader {
 public:
     static constexpr std::uint64_t kAlign = 4096;  // O_DIRECT alignment of offsets, lengths and buffers
 
+    // How the file is opened: open(2) by default; a test passes one that refuses O_DIRECT the way a
+    // filesystem without it does (EINVAL), to check the fallback where no such filesystem is at
+    // hand (tmpfs takes O_DIRECT since Linux 6.6).
+    using OpenFn = int (*)(const char* path, int flags);
+    static int open_file(const char* path, int flags);
+
     // Opens `path` read-only (O_DIRECT unless `direct` is false or the filesystem refuses it) and
     // starts `threads` reader threads (at least 1).
-    explicit ExtentReader(const std::string& path, int threads = 4, bool direct = true);
+    explicit ExtentReader(const std::string& path, int threads = 4, bool direct = true, OpenFn open = open_file);
     ~ExtentReader();
     ExtentReader(const ExtentReader&) = delete;
     ExtentReader& operator=(const ExtentReader&) = delete;

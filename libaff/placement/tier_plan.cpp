@@ -41,7 +41,28 @@ TierPlan plan_tiers(const TierInputs& in) {
     p.host_slots = std::min<std::int64_t>(in.experts - p.gpu_slots, std::int64_t(pool_room / in.slot_bytes));
     p.pool_bytes = std::uint64_t(p.host_slots) * in.slot_bytes;
     p.ssd_experts = in.experts - p.gpu_slots - p.host_slots;
+    // The staging slots besides the pool: the pool shrinks until both fit the host's room (each
+    // slot it gives up moves one expert to the SSD, which may want one staging slot more: repeat).
+    const std::uint64_t sb = p.staging_slot_bytes(in);
+    while (p.ssd_experts > 0 && in.staging_max > 0) {
+        p.staging_slots = std::min(in.staging_max, p.ssd_experts);
+        p.staging_bytes = std::uint64_t(p.staging_slots) * sb;
+        if (p.staging_bytes > host_room)
+            throw_usage("the " + std::to_string(p.ssd_experts) + " experts left on the SSD need " + mib(p.staging_bytes) +
+                        " of pinned staging slots, more than the " + mib(host_room) + " the host has available after the " +
+                        mib(in.host_reserve) + " reserve (--host-pool-reserve-mib)");
+        if (p.pool_bytes + p.staging_bytes <= host_room) break;
+        const std::uint64_t excess = p.pool_bytes + p.staging_bytes - host_room;
+        const std::int64_t give = std::int64_t((excess + in.slot_bytes - 1) / in.slot_bytes);
+        p.host_slots -= std::min(give, p.host_slots);
+        p.pool_bytes = std::uint64_t(p.host_slots) * in.slot_bytes;
+        p.ssd_experts = in.experts - p.gpu_slots - p.host_slots;
+    }
     return p;
+}
+
+std::uint64_t TierPlan::staging_slot_bytes(const TierInputs& in) const {
+    return in.staging_slot_bytes ? in.staging_slot_bytes : (in.slot_bytes + 4095) / 4096 * 4096;
 }
 
 std::string TierPlan::describe(const TierInputs& in) const {
@@ -51,7 +72,11 @@ std::string TierPlan::describe(const TierInputs& in) const {
                     (in.slab_cap ? ", --gpu-expert-mib " + mib(*in.slab_cap) : std::string()) + "), " +
                     std::to_string(host_slots) + " in the pinned host pool (" + mib(pool_bytes) +
                     (in.host_pool ? ", --host-pool-mib" : ": MemAvailable less the " + mib(in.host_reserve) + " reserve") +
-                    "), " + std::to_string(ssd_experts) + " on the SSD; " + mib(in.slot_bytes) + " a slot";
+                    "), " + std::to_string(ssd_experts) + " on the SSD" +
+                    (staging_slots > 0 ? " (read into " + std::to_string(staging_slots) + " pinned staging slots, " +
+                                             mib(staging_bytes) + ", when routed to)"
+                                       : std::string()) +
+                    "; " + mib(in.slot_bytes) + " a slot";
     return s;
 }
 

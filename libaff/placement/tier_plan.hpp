@@ -29,6 +29,11 @@ struct TierInputs {
     std::optional<std::uint64_t> host_pool;            // --host-pool-mib; unset: what is available
     std::uint64_t slot_bytes = 0;      // one expert's slot (its extent rounded up to the slot alignment)
     std::int64_t experts = 0;          // routed (layer, expert) pairs of the model
+    // Experts left on the SSD are read into staging slots of pinned host memory: up to this
+    // many (one layer's experts: what one dispatch may need at once; 0: none planned), each
+    // staging_slot_bytes (0: slot_bytes rounded up to the 4096 bytes of an O_DIRECT block).
+    std::int64_t staging_max = 0;
+    std::uint64_t staging_slot_bytes = 0;
 };
 
 struct TierPlan {
@@ -36,8 +41,14 @@ struct TierPlan {
     std::uint64_t gpu_budget = 0;  // min(free, cap)
     std::uint64_t headroom = 0;
     std::uint64_t slab_bytes = 0, pool_bytes = 0;
+    // With experts on the SSD: min(staging_max, ssd_experts) staging slots. They come out of the
+    // same host memory as the pool: where the host's room (MemAvailable less the reserve) does not
+    // hold both, the pool gives up slots (more experts on the SSD).
+    std::int64_t staging_slots = 0;
+    std::uint64_t staging_bytes = 0;
     // One start-up line: the counts per tier and why (sizes and caps).
     std::string describe(const TierInputs& in) const;
+    std::uint64_t staging_slot_bytes(const TierInputs& in) const;
 };
 
 // The headroom when none is given: 256 MiB or 3 % of the GPU budget, whichever is more (a CUDA
@@ -46,7 +57,8 @@ std::uint64_t derived_headroom(std::uint64_t gpu_budget);
 
 // Throws a device error naming the MiB missing when even the resident part and the headroom do not
 // fit the GPU budget (the only case that is refused: experts that fit nowhere else stay on the SSD),
-// and a usage error when --host-pool-mib asks for more than MemAvailable less the reserve.
+// a usage error when --host-pool-mib asks for more than MemAvailable less the reserve, and a usage
+// error naming the MiB when the host's room does not hold the SSD tier's staging slots.
 TierPlan plan_tiers(const TierInputs& in);
 
 }  // namespace aff::placement

@@ -114,3 +114,64 @@ TEST_CASE("refusals name what is missing", "[placement]") {
         CHECK(std::string(e.what()).find("--host-pool-mib 15360 is more than the 14848 MiB") != std::string::npos);
     }
 }
+
+TEST_CASE("experts left on the SSD get one layer's worth of staging slots beside the pool", "[placement]") {
+    // V4-Flash's 43 x 256 experts of 9043968 bytes (staging slots: the same, a multiple of 4096),
+    // a 24 GB card's slab, a pool forced small by --host-pool-mib.
+    TierInputs in;
+    in.gpu_free = 23 * GiB;
+    in.resident_bytes = 7 * GiB;
+    in.host_available = 60 * GiB;
+    in.host_pool = 4 * GiB;
+    in.slot_bytes = 9043968;
+    in.experts = 43 * 256;
+    in.staging_max = 256;
+    TierPlan p = plan_tiers(in);
+    CHECK(p.gpu_slots == 1817);
+    CHECK(p.host_slots == std::int64_t(4 * GiB / 9043968));  // 474
+    CHECK(p.host_slots == 474);
+    CHECK(p.ssd_experts == 11008 - 1817 - 474);
+    CHECK(p.staging_slots == 256);
+    CHECK(p.staging_bytes == 256ull * 9043968);
+    CHECK(p.describe(in).find("8717 on the SSD (read into 256 pinned staging slots, 2208 MiB, when routed to)") !=
+          std::string::npos);
+    // Fewer experts on the SSD than a layer has: one staging slot each.
+    in.experts = 1817 + 474 + 10;
+    p = plan_tiers(in);
+    CHECK(p.ssd_experts == 10);
+    CHECK(p.staging_slots == 10);
+    // Nothing on the SSD: no staging.
+    in.experts = 1817 + 400;
+    p = plan_tiers(in);
+    CHECK(p.ssd_experts == 0);
+    CHECK(p.staging_slots == 0);
+    CHECK(p.describe(in).find("staging") == std::string::npos);
+}
+
+TEST_CASE("the pool gives up slots where the host cannot hold it and the staging slots", "[placement]") {
+    TierInputs in;
+    in.gpu_free = 80 * GiB;
+    in.headroom = 0;
+    in.resident_bytes = 2 * GiB;
+    in.slab_cap = 0;
+    in.host_available = 1536 * kMiB + 100 * kMiB;  // 100 MiB of room after the reserve
+    in.slot_bytes = 10 * kMiB;
+    in.staging_slot_bytes = 10 * kMiB;
+    in.experts = 40;
+    in.staging_max = 4;
+    const TierPlan p = plan_tiers(in);
+    // The pool alone would take all 10 slots of the room; with 4 staging slots it keeps 6.
+    CHECK(p.host_slots == 6);
+    CHECK(p.ssd_experts == 34);
+    CHECK(p.staging_slots == 4);
+    CHECK(p.pool_bytes + p.staging_bytes <= 100 * kMiB);
+    // The staging alone does not fit: refused, naming the sizes.
+    in.host_available = 1536 * kMiB + 30 * kMiB;
+    try {
+        plan_tiers(in);
+        FAIL("no error");
+    } catch (const aff::Error& e) {
+        CHECK(e.kind() == aff::ErrorKind::usage);
+        CHECK(std::string(e.what()).find("need 40 MiB of pinned staging slots, more than the 30 MiB") != std::string::npos);
+    }
+}
