@@ -18,10 +18,6 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     slot_bytes = in.slot_bytes;
     inputs = in;
     plan = placement::plan_tiers(in);
-    if (plan.ssd_experts > 0)
-        throw_unsupported(plan.describe(in) + ": experts in neither the GPU slab nor the host pool (the SSD tier) are not " +
-                          "implemented yet; give the pool more room (--host-pool-mib, --host-pool-reserve-mib) or the GPU " +
-                          "(--gpu-mib, --gpu-expert-mib)");
     const std::uint32_t gpu_slots = static_cast<std::uint32_t>(plan.gpu_slots);
     const std::uint32_t host_slots = static_cast<std::uint32_t>(plan.host_slots);
     if (gpu_slots > 0) slab = Buffer(std::size_t(gpu_slots) * slot_bytes);
@@ -42,7 +38,7 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     for (const placement::ExpertKey k : order) {  // slots in placement order: the busiest first
         if (tier[k] == placement::Tier::gpu) slot[k] = next_gpu++;
         else if (tier[k] == placement::Tier::host) slot[k] = next_host++;
-        else throw_internal("expert tiers: an expert placed on the SSD");
+        // else on the SSD: no slot (ssd_tier.hpp stages it when routed to)
     }
     for (std::uint32_t s = next_gpu; s < gpu_slots; ++s) free_slab.push_back(s);
     for (std::uint32_t s = next_host; s < host_slots; ++s) free_pool.push_back(s);
@@ -71,6 +67,7 @@ void ExpertTiers::wait_for_moves(const Stream& stream) {
 const std::uint8_t* ExpertTiers::address(int l, int e) const {
     const std::size_t k = std::size_t(l) * experts + e;
     if (tier[k] == placement::Tier::gpu) return slab.as<std::uint8_t>() + std::size_t(slot[k]) * slot_bytes;
+    if (tier[k] == placement::Tier::ssd) return nullptr;
     return static_cast<const std::uint8_t*>(pool.device_data()) + std::size_t(slot[k]) * slot_bytes;
 }
 
@@ -87,6 +84,7 @@ void ExpertTiers::fill(const std::function<void(int, int, std::uint8_t*)>& fill_
     for (int l = 0; l < layers; ++l)
         for (int e = 0; e < experts; ++e) {
             const std::size_t k = std::size_t(l) * experts + e;
+            if (tier[k] == placement::Tier::ssd) continue;  // read when routed to
             if (tier[k] == placement::Tier::host) {
                 std::uint8_t* dst = static_cast<std::uint8_t*>(pool.data()) + std::size_t(slot[k]) * slot_bytes;
                 std::fill(dst, dst + slot_bytes, std::uint8_t(0));

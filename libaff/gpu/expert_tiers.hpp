@@ -11,12 +11,13 @@
 // (placement/engine.hpp) and carries out its admissions: a promoted expert's bytes are copied
 // pool → slab into its victim's slot, the victim's slab → pool into the slot it left, on a
 // copy stream of its own (the events that order it with the model's stream: forward_tiers.cpp).
-// Experts in neither tier (the SSD tier) are not implemented: such a plan is refused.
+// Experts in neither tier stay on the SSD (ssd_tier.hpp: read into staging slots when routed to).
 // Private to the GPU forward.
 #pragma once
 
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/forward.hpp"
+#include "libaff/gpu/ssd_tier.hpp"
 #include "libaff/placement/engine.hpp"
 #include "libaff/placement/policy.hpp"
 #include "libaff/placement/tier_plan.hpp"
@@ -69,6 +70,8 @@ struct ExpertTiers {
     std::vector<std::uint32_t> slot;
     std::vector<std::uint32_t> free_slab, free_pool;  // slots nobody holds
 
+    std::unique_ptr<SsdTier> ssd;  // with experts on the SSD (set up by GpuModel::Impl::setup_ssd)
+
     std::unique_ptr<RecordingPolicy> policy;
     std::unique_ptr<placement::PlacementEngine> engine;
     std::uint64_t dispatches = 0, steps = 0, tokens = 0, moves = 0, moved_bytes = 0;
@@ -93,13 +96,14 @@ struct ExpertTiers {
     ExpertTiers& operator=(const ExpertTiers&) = delete;
     ~ExpertTiers();  // waits for the copy stream: its copies read and write the buffers
 
-    // Plans the tiers (plan_tiers on `in`; refuses experts left for the SSD), allocates the
-    // slab, the pool and the staging slot, and places every expert: the
-    // `order`'s first plan.gpu_slots in the slab, the rest in the pool. hash: per layer,
+    // Plans the tiers (plan_tiers on `in`), allocates the slab, the pool and the staging slot,
+    // and places every expert: the `order`'s first plan.gpu_slots in the slab, the next
+    // plan.host_slots in the pool, the rest on the SSD. hash: per layer,
     // routed by token id. Nothing is filled yet.
     void setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
                const std::vector<bool>& hash);
-    // The address the kernels read expert e of layer l at (slab or the pool's device view).
+    // The address the kernels read expert e of layer l at (slab or the pool's device view;
+    // null on the SSD: staged when routed to).
     const std::uint8_t* address(int l, int e) const;
     // Fills every expert's slot with its extent's bytes (fill writes them at dst), the pool's
     // directly, the slab's through host staging on `stream`; returns when done.

@@ -240,6 +240,14 @@ struct GpuTierReport {
     double stall_seconds = 0;       // time the model's stream waited on the copies before a call (mover stalls)
     std::uint64_t stalled_calls = 0;  // calls that waited on copies at all
     std::uint64_t waited_calls = 0;   // calls queued behind a pass's copies (stalled or not)
+    // The SSD tier (experts in neither the slab nor the pool): experts there now (table entries
+    // at a staging slot or null), where its reads come from, expert reads and their bytes (the
+    // read-ahead's included), how many of them the hash layers' read-ahead issued, host
+    // synchronizes after a router, SSD experts promoted into the slab, host seconds blocked on reads.
+    std::int64_t on_ssd = 0;
+    std::string ssd_source;
+    std::uint64_t ssd_reads = 0, ssd_bytes = 0, ssd_read_ahead = 0, ssd_syncs = 0, ssd_promoted = 0;
+    double ssd_wait_seconds = 0;
     // One line: the start-up plan (TierPlan::describe).
     std::string describe() const;
     // One line: hit rate per tier (SSD reads included), PCIe bytes, moves per token and the

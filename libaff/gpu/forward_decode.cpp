@@ -32,6 +32,7 @@ void GpuModel::Impl::start_part(Impl* previous, std::span<const std::int32_t> to
     stream.copy(tokens_dev, toks.data(), std::size_t(n) * 4);
     if (attention_on_gpu) stream.copy(positions, pos.data(), std::size_t(n) * 4);
     if (previous) previous->hand_over(*this, n, pending);
+    read_ahead_ssd(toks);  // tiered with experts on the SSD: the hash layers' reads start now
 }
 
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {

@@ -172,6 +172,20 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // This device's free memory less the runtime's reserve, capped by --gpu-mib.
     std::size_t available_bytes() const;
     void allocate_tiers(const MemoryInfo& mem);
+    // The SSD tier (ssd_tier.cpp; ssd_tier.hpp says how a layer's SSD experts are staged).
+    const TensorReader* weights_src = nullptr;  // what prepare() was given (the container's path)
+    void setup_ssd();
+    void read_ahead_ssd(std::span<const std::int32_t> toks);  // at a call's start: the hash layers'
+    void stage_ssd(int l, int n);                              // after layer l's router
+    void stage_keys(std::span<const placement::ExpertKey> keys, bool drained);
+    std::vector<placement::ExpertKey> ssd_keys(int l, std::span<const std::int32_t> ids) const;
+    std::vector<placement::ExpertKey> hash_ssd_keys(int l) const;
+    void read_into_slot(placement::ExpertKey key, std::uint32_t slot);
+    void wait_slot(std::uint32_t slot);
+    void point_entries(std::span<const std::pair<placement::ExpertKey, const std::uint8_t*>> entries);
+    // The mover: an SSD expert's bytes in a staging slot (read if they are not there), host side.
+    const std::uint8_t* staged_bytes(placement::ExpertKey key);
+    void promote_from_ssd(const placement::Admission& a);  // forward_tiers.cpp
     // The mover (forward_tiers.cpp): after a call of n tokens (whose launches are all done
     // and whose route ring was drained), the call's routing to the placement engine and its
     // admissions carried out.

@@ -69,6 +69,7 @@ void GpuModel::Impl::prepare(const TensorReader* weights) {
     max_context = static_cast<int>(std::min<std::int64_t>(
         options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
     if (max_context <= 0) max_context = 4096;
+    weights_src = weights;
     decide_attention();
     plan_weights(weights);
     plan_state();

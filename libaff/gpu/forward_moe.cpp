@@ -114,6 +114,7 @@ void GpuModel::Impl::moe(const LayerRefs& r, int n) {
     rc.route_scale = static_cast<float>(c.routed_scaling_factor);
     router_topk(logits_router, n, rc, r.hash ? nullptr : at<float>(r.bias),
                 r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s, ring_slot(r, n));
+    if (tiers && tiers->ssd) stage_ssd(int(&r - layers.data()), n);  // its SSD experts into staging slots
     const int jobs = n * k;
     const std::uint8_t* base = arena.as<std::uint8_t>();
     mark("routed experts");

@@ -28,11 +28,13 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     in.host_pool = options.tiers.host_pool;
     in.slot_bytes = extent_stride;
     in.experts = std::int64_t(c.num_layers) * c.n_routed_experts;
+    in.staging_max = c.n_routed_experts;  // one layer's experts: a dispatch's SSD experts all at once
     std::vector<bool> hash(c.num_layers, false);
     for (int l = first_layer; l < end_layer; ++l) hash[l] = layers[l].hash;
     tiers = std::make_unique<ExpertTiers>();
     tiers->why = tier_reason;
     tiers->setup(c, options.tiers, in, hash);
+    setup_ssd();
     upload(stream);  // the arena, with the expert table pointing into the tiers
     tiers->fill([this](int l, int e, std::uint8_t* dst) { fill_extent(l, e, dst); }, stream);
     materialised.clear();
@@ -122,6 +124,11 @@ void GpuModel::Impl::move_experts(int n) {
         t.engine->dispatch(d);
         for (const placement::Admission& a : t.policy->decided) {
             const placement::ExpertKey A = a.admit;
+            if (t.tier[A] == placement::Tier::ssd) {
+                start_copies();
+                promote_from_ssd(a);
+                continue;
+            }
             if (t.tier[A] != placement::Tier::host) throw_internal("expert tiers: admitted an expert not in the pool");
             start_copies();
             const std::uint32_t p = t.slot[A];
@@ -169,6 +176,56 @@ void GpuModel::Impl::move_experts(int n) {
     t.move_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// An SSD expert admitted into the slab (demand promotion of what a layer just read): its bytes
+// come from its staging slot (read again if a later layer of the call took the slot) into a
+// free slab slot or its victim's; the victim goes to the pool where the engine found it room,
+// else back to the SSD (its entry null). The copies go on the copy stream like the pool's
+// (after call_done: the caller's start_copies), in order: victim out, then the promoted expert
+// in; the table entries change in table_host, uploaded with the pass. The host then waits for
+// the copy stream before it releases the staging slot, since the next call's reads overwrite
+// staging slots from the host, which no event orders.
+void GpuModel::Impl::promote_from_ssd(const placement::Admission& a) {
+    ExpertTiers& t = *tiers;
+    const std::size_t sb = t.slot_bytes;
+    const placement::ExpertKey A = a.admit;
+    const std::uint8_t* bytes = staged_bytes(A);
+    const Stream& cs = t.copy_stream;
+    std::uint32_t s = 0;
+    if (a.evicts) {
+        const placement::ExpertKey B = a.evict;
+        if (t.tier[B] != placement::Tier::gpu) throw_internal("expert tiers: a victim not in the slab");
+        s = t.slot[B];
+        const std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
+        if (t.engine->tier(B) == placement::Tier::host) {
+            if (t.free_pool.empty()) throw_internal("expert tiers: a victim demoted into a full pool");
+            const std::uint32_t p = t.free_pool.back();
+            t.free_pool.pop_back();
+            cs.copy(static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(p) * sb, slab_at, sb);
+            t.tier[B] = placement::Tier::host;
+            t.slot[B] = p;
+            table_host[B] = static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(p) * sb;
+            t.moved_bytes += sb;
+        } else {
+            t.tier[B] = placement::Tier::ssd;
+            table_host[B] = nullptr;
+        }
+    } else {
+        if (t.free_slab.empty()) throw_internal("expert tiers: an admission into a full slab");
+        s = t.free_slab.back();
+        t.free_slab.pop_back();
+    }
+    std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
+    cs.copy(slab_at, bytes, sb);
+    t.tier[A] = placement::Tier::gpu;
+    t.slot[A] = s;
+    table_host[A] = slab_at;
+    cs.synchronize();  // the staging slot's bytes are in the slab: it may be reused
+    t.ssd->slots->release(A);
+    t.moved_bytes += sb;
+    ++t.moves;
+    ++t.ssd->promoted;
+}
+
 GpuTierReport GpuModel::tiers() const {
     const Impl& m = *shards_.front();
     GpuTierReport r;
@@ -207,13 +264,27 @@ GpuTierReport GpuModel::tiers() const {
     for (const std::uint8_t* a : m.table_host) {
         if (slab && a >= slab && a < slab + t.slab.size()) ++r.on_gpu;
         else if (pool && a >= pool && a < pool + t.pool.size()) ++r.in_pool;
+        else if (t.ssd) ++r.on_ssd;  // a staging slot or null
+    }
+    if (t.ssd) {
+        const SsdTier& s = *t.ssd;
+        r.ssd_source = s.source;
+        r.ssd_reads = s.reads;
+        r.ssd_bytes = s.bytes;
+        r.ssd_read_ahead = s.read_ahead;
+        r.ssd_syncs = s.syncs;
+        r.ssd_promoted = s.promoted;
+        r.ssd_wait_seconds = s.wait_seconds;
     }
     return r;
 }
 
 std::string GpuTierReport::describe() const {
     if (!tiered) return "experts not tiered: " + why;
-    return "experts tiered (" + why + "): " + plan.describe(inputs) + "; placement " + strategy;
+    std::string line = "experts tiered (" + why + "): " + plan.describe(inputs) + "; placement " + strategy;
+    if (plan.ssd_experts > 0)
+        line += "; SSD experts by " + ssd_source + ", decode graphs off (a layer with SSD experts waits for its router)";
+    return line;
 }
 
 std::string GpuTierReport::summary() const {
@@ -232,7 +303,17 @@ std::string GpuTierReport::summary() const {
                   format_bytes(std::uint64_t(double(k.pcie_bytes) * per_token)).c_str(),
                   double(moves) * per_token, (unsigned long long)moves, format_bytes(moved_bytes).c_str(), copy_seconds,
                   stall_seconds * 1e3 * per_token, (unsigned long long)stalled_calls, (unsigned long long)waited_calls);
-    return line;
+    std::string s = line;
+    if (plan.ssd_experts > 0) {
+        std::snprintf(line, sizeof line,
+                      "; SSD: %llu expert reads (%s, %llu read ahead, %.1f MB/s over the %.3f s waited), %llu router "
+                      "syncs, %llu promoted",
+                      (unsigned long long)ssd_reads, format_bytes(ssd_bytes).c_str(), (unsigned long long)ssd_read_ahead,
+                      ssd_wait_seconds > 0 ? double(ssd_bytes) / ssd_wait_seconds / 1e6 : 0.0, ssd_wait_seconds,
+                      (unsigned long long)ssd_syncs, (unsigned long long)ssd_promoted);
+        s += line;
+    }
+    return s;
 }
 
 }  // namespace aff::gpu

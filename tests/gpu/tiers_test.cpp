@@ -23,8 +23,7 @@
 //   - a card smaller than the model and no tier flag (--gpu-mib as the card, the headroom
 //     derived): tiered because it does not fit, the derived headroom, the slab holding what is
 //     left (a third of the experts), the pool the rest, logits bit-identical;
-//   - refusals: a plan with experts left for the SSD (pool of one slot) is unsupported;
-//     belady (needs the future) and an unknown strategy are usage errors; move_expert on a
+//   - refusals: belady (needs the future) and an unknown strategy are usage errors; move_expert on a
 //     tiered model is a usage error.
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
@@ -113,16 +112,6 @@ bool same_plan(const aff::placement::TierPlan& a, const aff::placement::TierPlan
     return a.gpu_slots == b.gpu_slots && a.host_slots == b.host_slots && a.ssd_experts == b.ssd_experts &&
            a.gpu_budget == b.gpu_budget && a.headroom == b.headroom && a.slab_bytes == b.slab_bytes &&
            a.pool_bytes == b.pool_bytes;
-}
-
-// 0 when f throws an aff::Error of `kind`, 1 otherwise.
-double error_of(aff::ErrorKind kind, const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const aff::Error& e) {
-        return e.kind() == kind ? 0.0 : 1.0;
-    }
-    return 1.0;
 }
 
 struct Config {
@@ -244,11 +233,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
     // Refusals.
     {
         aff::gpu::GpuOptions o;
-        o.tiers.slab_cap = slot_bytes;
-        o.tiers.host_pool = slot_bytes;  // room for one expert: the rest would be on the SSD
-        add(rows, "tiers", label + ": experts left for the SSD: unsupported",
-            error_of(aff::ErrorKind::unsupported, [&] { aff::gpu::GpuModel g(*cpu, &reader, o); }), 0.0);
-        o.tiers.host_pool.reset();
+        o.tiers.slab_cap = slot_bytes;  // (experts left for the SSD: ssd_tier_test.cpp)
         o.tiers.strategy = "belady";
         add(rows, "tiers", label + ": --placement-strategy belady: usage error",
             usage_error([&] { aff::gpu::GpuModel g(*cpu, &reader, o); }), 0.0);
