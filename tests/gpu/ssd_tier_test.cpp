@@ -7,7 +7,7 @@
 // folder (tests/gpu/ssd_tier_device.sh points TMPDIR at the disk). The calls: a 37-token prompt
 // (the prefill GEMMs), greedy decode steps (graphs asked for: the SSD model turns them off), a
 // 3-token chunk (the GEMVs), an 80-token chunk,
-// more steps. Configurations: slab and pool capped (GpuTierOptions::slab_cap, host_pool) at none,
+// more steps, then two sequences decoded together (batch 2). Configurations: slab and pool capped (GpuTierOptions::slab_cap, host_pool) at none,
 // a few or half the experts, the mover static, demand or heat. Rows:
 //   - every logit equals the reference's bit for bit (floats differing, 0);
 //   - the plan is plan_tiers(inputs), its SSD count = experts - slab - pool, and that many table
@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,15 @@ Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
     r.logits.push_back(g.forward(st, sc.long_chunk, true));
     for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) step(s);
     r.step_ms = ms / (kStepsBefore + kStepsAfter);
+    // Two sequences decoded together (the batched GEMVs: the union of their SSD experts staged).
+    aff::gpu::GpuDecodeState a = g.new_state(), b = g.new_state();
+    r.logits.push_back(g.forward(a, std::span(sc.prompt).first(5), false));
+    r.logits.push_back(g.forward(b, std::span(sc.prompt).subspan(5, 4), false));
+    aff::gpu::GpuDecodeState* both[2] = {&a, &b};
+    for (int s = 0; s < 2; ++s) {
+        const std::int32_t toks[2] = {sc.steps[std::size_t(s)], sc.steps[std::size_t(s) + 1]};
+        r.logits.push_back(g.decode(both, toks));
+    }
     r.graphs = g.graphs_captured();
     return r;
 }
