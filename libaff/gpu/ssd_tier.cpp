@@ -243,7 +243,8 @@ void GpuModel::Impl::read_ahead_ssd(std::span<const std::int32_t> toks) {
 void GpuModel::Impl::stage_ssd(int l, int n) {
     if (!tiers || !tiers->ssd) return;
     SsdTier& s = *tiers->ssd;
-    if (!s.layer_has[l]) return;
+    // The MTP layer (layers[num_layers], forward_mtp.cpp) keeps its experts in the arena.
+    if (l < 0 || std::size_t(l) >= s.layer_has.size() || !s.layer_has[l]) return;
     if (s.ahead_done[l]) {  // this call's read-ahead (start_part): once, the layer runs once a call
         s.ahead_done[l] = false;
         return stage_keys(s.ahead[l], false);
