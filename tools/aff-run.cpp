@@ -27,6 +27,7 @@
 #include "libaff/ui/plane_source.hpp"
 #include "libaff/ui/route_heat.hpp"
 #include "libaff/ui/stats.hpp"
+#include "libaff/ui/tier_feed.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -223,6 +224,8 @@ int main(int argc, char** argv) {
         if (name.filename().empty()) name = name.parent_path();  // "dir/"
         board.set_title(name.filename().string() + " | " + backend->describe());
         board.publish_plane(aff::ui::resident_expert_plane(config, backend->on_gpu()));
+        aff::ui::TierFeed tiers(board);  // the Tiers panel and the plane's tiers, between forward calls
+        tiers.publish(backend->expert_tiers(), backend->on_gpu());
         aff::ui::LiveView view(board, aff::ui::live_view_options(ui, common.quiet));
         if (!common.quiet) {
             view.log("aff-run: " + backend->describe());
@@ -276,20 +279,25 @@ int main(int argc, char** argv) {
             if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { backend->set_route_observer(o); }, *heat))
                 heat.reset();
         }
-        if (recorder) {
-            // The first call runs the prompt; every later one a generated token.
-            recorder->begin(0, aff::trace::Phase::prefill);
-            cb.between_dispatches = [&](const aff::Dispatch&) { recorder->begin(0, aff::trace::Phase::decode); };
-        }
+        // The first call runs the prompt; every later one a generated token.
+        if (recorder) recorder->begin(0, aff::trace::Phase::prefill);
+        cb.between_dispatches = [&](const aff::Dispatch&) {
+            if (recorder) recorder->begin(0, aff::trace::Phase::decode);
+            tiers.between_calls(*backend);
+        };
         cb.drafter = drafter.drafter.get();
+        board.publish_drafts({cb.drafter != nullptr});  // off, or no verify call yet
         // The dashboard's Drafts panel, as the verify calls go.
         cb.on_verified = [&](const aff::GenerateStats& s) {
             if (s.drafted_tokens > 0)
-                board.publish_drafts({double(s.accepted_tokens) / double(s.drafted_tokens), aff::mean_accepted(s)});
+                board.publish_drafts({true, s.verify_calls, double(s.accepted_tokens) / double(s.drafted_tokens),
+                                      aff::mean_accepted(s)});
         };
         board.start_request(request);
         const aff::GenerateStats st = aff::generate(*backend, gen, cb);
         board.finish_request(request);
+        tiers.publish(backend->expert_tiers(), backend->on_gpu());  // the run's totals
+        tiers.idle();
         if (heat) heat->publish();
         view.output((stream ? stream->finish() : std::string()) + '\n');
         view.stop();

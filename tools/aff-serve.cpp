@@ -162,6 +162,7 @@ int main(int argc, char** argv) {
                     board.set_title(id + " | " + where);
                     const aff::ui::ExpertPlane plane = aff::ui::resident_expert_plane(model->model().config(), model->on_gpu());
                     board.publish_plane(plane);
+                    feed.engine_ready(model->drafter() != nullptr, model->sequence());  // drafts on or off, the tiers as loaded
                     if (view.dash()) {  // the plane's heat from the router, passed on to --route-trace's recorder
                         heat = std::make_unique<aff::ui::RouteHeat>(board, plane, model->route_recorder());
                         if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { model->set_route_observer(o); }, *heat))

@@ -29,6 +29,26 @@ public:
     gpu::GpuRewindPoint point;
 };
 
+// The tiers' counters of a tiered model's report (tier_stats.hpp).
+TierStats stats_of(const gpu::GpuTierReport& r) {
+    TierStats t;
+    t.tokens = r.tokens;
+    t.expert_reads = r.counters.accesses;
+    t.gpu_hits = r.counters.gpu_hits;
+    t.host_hits = r.counters.host_hits;
+    t.ssd_reads = r.counters.ssd_reads;
+    t.pcie_bytes = r.counters.pcie_bytes;
+    t.ssd_bytes = r.counters.ssd_bytes;
+    t.moves = r.moves;
+    t.moved_bytes = r.moved_bytes;
+    t.stall_seconds = r.stall_seconds;
+    t.stalled_calls = r.stalled_calls;
+    t.gpu_experts = r.on_gpu;
+    t.host_experts = r.in_pool;
+    t.ssd_experts = r.plan.ssd_experts;
+    return t;
+}
+
 class GpuSequence final : public UndoLogSequence, public GpuTrunk {
 public:
     GpuSequence(const Model& m, const TensorReader* weights, const gpu::GpuOptions& o)
@@ -47,22 +67,21 @@ public:
     std::optional<TierStats> tier_stats() const override {
         const gpu::GpuTierReport r = model_.tiers();
         if (!r.tiered) return std::nullopt;
-        TierStats t;
-        t.tokens = r.tokens;
-        t.expert_reads = r.counters.accesses;
-        t.gpu_hits = r.counters.gpu_hits;
-        t.host_hits = r.counters.host_hits;
-        t.ssd_reads = r.counters.ssd_reads;
-        t.pcie_bytes = r.counters.pcie_bytes;
-        t.ssd_bytes = r.counters.ssd_bytes;
-        t.moves = r.moves;
-        t.moved_bytes = r.moved_bytes;
-        t.stall_seconds = r.stall_seconds;
-        t.stalled_calls = r.stalled_calls;
-        t.gpu_experts = r.on_gpu;
-        t.host_experts = r.in_pool;
-        t.ssd_experts = r.plan.ssd_experts;
-        return t;
+        return stats_of(r);
+    }
+    ExpertTierSnapshot expert_tiers() const override {
+        const gpu::GpuTierReport r = model_.tiers();
+        ExpertTierSnapshot s;
+        s.tiered = r.tiered;
+        s.why = r.why;
+        if (!r.tiered) return s;
+        s.strategy = r.strategy;
+        s.counters = stats_of(r);
+        s.has_ssd_tier = r.plan.ssd_experts > 0;
+        s.layers = model_.config().num_layers;
+        s.experts = model_.config().n_routed_experts;
+        s.where = model_.expert_tier_map();
+        return s;
     }
     std::size_t vocab_size() const override { return static_cast<std::size_t>(model_.config().vocab_size); }
     std::int64_t position() const override { return state_.position; }

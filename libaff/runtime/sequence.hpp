@@ -16,6 +16,7 @@
 //     now; a rewind further back is refused with a usage error and changes nothing.
 #pragma once
 
+#include "libaff/runtime/tier_snapshot.hpp"
 #include "libaff/runtime/tier_stats.hpp"
 
 #include <cstddef>
@@ -52,6 +53,10 @@ public:
     // The same as counters (tier_stats.hpp); nothing where the experts are not tiered. Called
     // on the thread that runs forward (PrefixCachedSequence publishes them for /metrics).
     virtual std::optional<TierStats> tier_stats() const { return std::nullopt; }
+    // The counters with where each routed expert is (tier_snapshot.hpp), for the live view.
+    // Called on the thread that runs forward, between calls. The default (every expert in
+    // one place, no counters): tiered false.
+    virtual ExpertTierSnapshot expert_tiers() const { return {}; }
     virtual bool on_gpu() const { return false; }
     // Rows of the logits forward returns.
     virtual std::size_t vocab_size() const = 0;

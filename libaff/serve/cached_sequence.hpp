@@ -37,6 +37,7 @@ public:
 
     std::string describe() const override { return backend_->describe(); }
     bool on_gpu() const override { return backend_->on_gpu(); }
+    ExpertTierSnapshot expert_tiers() const override { return backend_->expert_tiers(); }
     std::size_t vocab_size() const override { return backend_->vocab_size(); }
     std::int64_t position() const override { return backend_->position(); }
     void reset() override;

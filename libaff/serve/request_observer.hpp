@@ -1,7 +1,9 @@
 // What a watcher of the server (aff-serve's live view) learns about each generation
-// request: when it queues, when it gets the engine, each token it generates, and when it
-// ends. The server calls these on its connection threads; an observer must be thread-safe
-// and quick (it runs inside the generation loop, once a token).
+// request: when it queues, when it gets the engine, each token it generates, each verified
+// draft proposal (the figures /metrics counts), each forward call (with the sequence, for
+// what it can tell between calls: its expert tiers), and when it ends. The server calls these
+// on its connection threads; an observer must be thread-safe and quick (it runs inside the
+// generation loop, once a token).
 #pragma once
 
 #include "libaff/serve/engine.hpp"
@@ -20,6 +22,10 @@ public:
     virtual void started(std::uint64_t id) = 0;
     // cached_tokens: the prompt tokens the prefix cache supplied (known once the prefill ran).
     virtual void token(std::uint64_t id, std::size_t cached_tokens) = 0;
+    // After each verified proposal of the drafter: the generation's statistics so far.
+    virtual void verified(std::uint64_t /*id*/, const GenerateStats& /*so_far*/) {}
+    // After each forward call, on the thread that made it (the sequence is between calls).
+    virtual void dispatched(std::uint64_t /*id*/, const Sequence& /*sequence*/) {}
     virtual void finished(std::uint64_t id) = 0;
 };
 
@@ -38,13 +44,24 @@ public:
     void started() {
         if (observer_) observer_->started(id_);
     }
-    // The hooks with every generated token reported before the caller's on_step sees it.
-    GenerateHooks observe(GenerateHooks hooks, const Engine& engine) {
+    // The hooks with every generated token, verified proposal and forward call reported
+    // before the caller's own hooks see them.
+    GenerateHooks observe(GenerateHooks hooks, Engine& engine) {
         if (!observer_) return hooks;
         auto inner = std::move(hooks.on_step);
         hooks.on_step = [this, &engine, inner = std::move(inner)](const GenerationStep& step) {
             if (step.token >= 0) observer_->token(id_, engine.cached_tokens());
             return !inner || inner(step);
+        };
+        auto verified = std::move(hooks.on_verified);
+        hooks.on_verified = [this, verified = std::move(verified)](const GenerateStats& so_far) {
+            observer_->verified(id_, so_far);
+            if (verified) verified(so_far);
+        };
+        auto dispatched = std::move(hooks.between_dispatches);
+        hooks.between_dispatches = [this, &engine, dispatched = std::move(dispatched)](const Dispatch& d) {
+            observer_->dispatched(id_, engine.sequence());
+            if (dispatched) dispatched(d);
         };
         return hooks;
     }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace aff::ui {
 namespace {
@@ -81,12 +82,16 @@ int draw_throughput(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
 
 int draw_drafts(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
     if (b.rows < 1) return 0;
-    title_row(f, b, b.row, "Drafts", unicode, s.drafts ? "" : "not built yet");
+    const std::optional<DraftFigures>& d = s.drafts;
+    const bool figures = d && d->drafting && d->verify_calls > 0;
+    std::string note = !d ? "no figures yet" : !d->drafting ? "off" : !figures ? "no verify call yet" : "";
+    if (figures) note = std::to_string(d->verify_calls) + " verify calls";
+    title_row(f, b, b.row, "Drafts", unicode, note, figures ? label_style : placeholder_style);
     if (b.rows < 2) return 1;
     const int r = b.row + 1, c0 = b.col + 1, e = b.end();
-    const Style v = s.drafts ? value_style : placeholder_style;
-    const std::string rate = s.drafts ? fixed(s.drafts->acceptance_rate * 100, 1) + " %" : "-";
-    const std::string len = s.drafts ? fixed(s.drafts->mean_accepted_length, 2) : "-";
+    const Style v = figures ? value_style : placeholder_style;
+    const std::string rate = figures ? fixed(d->acceptance_rate * 100, 1) + " %" : "-";
+    const std::string len = figures ? fixed(d->mean_accepted_length, 2) : "-";
     const int c = pair(f, r, c0, e, "accepted ", rate, v);
     pair(f, r, c, e, "  mean length ", len, v);
     return 2;
@@ -94,14 +99,28 @@ int draw_drafts(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
 
 int draw_tiers(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
     if (b.rows < 1) return 0;
-    title_row(f, b, b.row, "Tiers", unicode, s.tiers ? "" : "not built yet");
+    const std::optional<TierFigures>& t = s.tiers;
     const int c0 = b.col + 1, e = b.end(), last = b.row + b.rows;
-    const Style v = s.tiers ? value_style : placeholder_style;
     int r = b.row + 1;
+    if (t && !t->tiered) {  // every expert in one place: nothing to rate
+        title_row(f, b, b.row, "Tiers", unicode, "all resident (" + t->resident + ")", label_style);
+        const std::string memory = t->resident == "GPU" ? "GPU memory" : "host memory";
+        if (r < last) f.put(r++, c0, "every routed expert in " + memory, label_style, e);
+        if (r < last) f.put(r++, c0, "nothing moves: no PCIe or SSD traffic", label_style, e);
+        if (r < last && !t->why.empty()) f.put(r++, c0, t->why, label_style, e);
+        return r - b.row;
+    }
+    std::string note = "no figures yet";
+    if (t) {
+        note = "GPU " + std::to_string(t->on_gpu) + "  host " + std::to_string(t->in_host);
+        if (t->has_ssd_tier) note += "  SSD " + std::to_string(t->on_ssd);
+    }
+    title_row(f, b, b.row, "Tiers", unicode, note, t ? label_style : placeholder_style);
+    const Style v = t ? value_style : placeholder_style;
     if (r < last) {
         int c = f.put(r, c0, "hit", label_style, e);
-        if (s.tiers) {
-            for (const TierHitRate& h : s.tiers->hit_rates)
+        if (t) {
+            for (const TierHitRate& h : t->hit_rates)
                 c = pair(f, r, c, e, "  " + h.tier + " ", fixed(h.hit_rate * 100, 1) + "%", v);
         } else {
             for (const char* tier : {"GPU", "host", "SSD"}) c = pair(f, r, c, e, std::string("  ") + tier + " ", "-", v);
@@ -109,13 +128,14 @@ int draw_tiers(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
         ++r;
     }
     if (r < last) {
-        int c = pair(f, r, c0, e, "PCIe ", s.tiers ? bytes_per_second(s.tiers->pcie_bytes_s) : "-", v);
-        pair(f, r, c, e, "  SSD ", s.tiers ? bytes_per_second(s.tiers->ssd_bytes_s) : "-", v);
+        int c = pair(f, r, c0, e, "PCIe ", t ? bytes_per_second(t->pcie_bytes_s) : "-", v);
+        if (t && !t->has_ssd_tier) pair(f, r, c, e, "  SSD ", "no tier", label_style);
+        else pair(f, r, c, e, "  SSD ", t ? bytes_per_second(t->ssd_bytes_s) : "-", v);
         ++r;
     }
     if (r < last) {
-        int c = pair(f, r, c0, e, "moves/token ", s.tiers ? fixed(s.tiers->moves_per_token, 2) : "-", v);
-        pair(f, r, c, e, "  CPU experts ", s.tiers ? fixed(s.tiers->cpu_expert_share * 100, 1) + "%" : "-", v);
+        int c = pair(f, r, c0, e, "moves/token ", t ? fixed(t->moves_per_token, 2) : "-", v);
+        pair(f, r, c, e, "  CPU experts ", t ? fixed(t->cpu_expert_share * 100, 1) + "%" : "-", v);
         ++r;
     }
     return r - b.row;
@@ -164,10 +184,11 @@ int draw_plane(Frame& f, const Box& b, const Snapshot& s, bool unicode) {
             f.put(r, c++, unicode ? glyphs_u[level] : glyphs_a[level], Style{Colour::normal, level >= 4 ? Weight::bold : Weight::normal});
         ++r;
     }
-    if (r < last) {  // where the figures come from; placeholders marked
-        const bool placeholder = p.heat_placeholder || p.tier_placeholder;
-        f.put(r++, c0, p.source, placeholder ? placeholder_style : label_style, e);
-    }
+    // Where the figures come from, placeholders marked; the tiers' line only where they
+    // are tiered (else the Tiers panel says where every expert is).
+    if (r < last && !p.tier_source.empty())
+        f.put(r++, c0, p.tier_source, p.tier_placeholder ? placeholder_style : label_style, e);
+    if (r < last) f.put(r++, c0, p.heat_source, p.heat_placeholder ? placeholder_style : label_style, e);
     const int label_w = 4;
     const PlaneGrid g = plane_grid(p.layers, p.experts, last - r, e - c0 - label_w - 1);
     if (g.grid_rows <= 0 || g.grid_cols <= 0) return r - b.row;

@@ -62,20 +62,29 @@ std::string plain_line(const Snapshot& s) {
     field("queued", std::to_string(s.queued));
     field("running", std::to_string(s.running));
     field("done", std::to_string(s.done));
-    if (s.drafts) {
+    if (!s.drafts || (s.drafts->drafting && s.drafts->verify_calls == 0)) {
+        field("drafts", "none-yet");
+    } else if (!s.drafts->drafting) {
+        field("drafts", "off");
+    } else {
+        field("verify_calls", std::to_string(s.drafts->verify_calls));
         field("accept", fixed(s.drafts->acceptance_rate, 3));
         field("accepted_len", fixed(s.drafts->mean_accepted_length, 2));
-    } else {
-        field("drafts", "not-built-yet");
     }
-    if (s.tiers) {
-        for (const TierHitRate& h : s.tiers->hit_rates) field("hit_" + h.tier, fixed(h.hit_rate, 3));
-        field("pcie", unit(s.tiers->pcie_bytes_s / 1e9, 2, "GB/s"));
-        field("ssd", unit(s.tiers->ssd_bytes_s / 1e9, 2, "GB/s"));
-        field("moves_per_tok", fixed(s.tiers->moves_per_token, 2));
-        field("cpu_share", fixed(s.tiers->cpu_expert_share, 3));
+    if (!s.tiers) {
+        field("tiers", "none-yet");
+    } else if (!s.tiers->tiered) {
+        field("tiers", "all-resident-" + s.tiers->resident);
     } else {
-        field("tiers", "not-built-yet");
+        const TierFigures& t = *s.tiers;
+        field("tier_GPU", std::to_string(t.on_gpu));
+        field("tier_host", std::to_string(t.in_host));
+        if (t.has_ssd_tier) field("tier_SSD", std::to_string(t.on_ssd));
+        for (const TierHitRate& h : t.hit_rates) field("hit_" + h.tier, fixed(h.hit_rate, 3));
+        field("pcie", unit(t.pcie_bytes_s / 1e9, 2, "GB/s"));
+        field("ssd", t.has_ssd_tier ? unit(t.ssd_bytes_s / 1e9, 2, "GB/s") : std::string("no-tier"));
+        field("moves_per_tok", fixed(t.moves_per_token, 2));
+        field("cpu_share", fixed(t.cpu_expert_share, 3));
     }
     if (s.gpus) {
         for (std::size_t i = 0; i < s.gpus->size(); ++i) {

@@ -21,8 +21,10 @@ std::string memory_pair(double used_bytes, double total_bytes);
 // padded with blanks on the left; UTF-8 block elements, or ASCII when !unicode.
 std::string sparkline(const std::vector<double>& values, int width, bool unicode);
 
-// One line of key=value fields in a fixed order, prefixed "<tool>: stats ". Fields whose
-// figures do not exist yet say so ("drafts=not-built-yet"); GPU fields only with a GPU library.
+// One line of key=value fields in a fixed order, prefixed "<tool>: stats ". Figures not
+// published yet say so ("drafts=none-yet", "tiers=none-yet"); drafts turned off say
+// "drafts=off", experts all in one place "tiers=all-resident-CPU" (or -GPU); GPU fields only
+// with a GPU library.
 std::string plain_line(const Snapshot& snapshot);
 
 }  // namespace aff::ui

@@ -10,7 +10,7 @@ ExpertPlane resident_expert_plane(const ModelConfig& config, bool on_gpu) {
     p.tier.assign(std::size_t(p.layers) * std::size_t(p.experts), on_gpu ? Tier::gpu : Tier::host);
     p.tier_placeholder = false;
     p.heat_placeholder = true;
-    p.source = "heat: placeholder, routes not observed";
+    p.heat_source = "heat: placeholder, routes not observed";
     return p;
 }
 

@@ -1,9 +1,10 @@
-// Where the expert plane's figures come from until the engine publishes its own. Tiers
-// are real today: every backend keeps all routed experts in one place (the CPU reference
-// in host memory, the GPU forward in device memory), so the plane is one colour. Heat is
-// a placeholder, marked as such on the plane, until RouteHeat (route_heat.hpp) replaces it
-// from the forward's route hook (the CPU forward's, and the GPU model's route ring); the
-// tiered expert store will publish both.
+// Where the expert plane's figures come from until the engine publishes its own: the
+// plane's shape, every expert in the one tier a backend that does not tier keeps them in
+// (the CPU reference in host memory, the GPU forward in its weight arena), and placeholder
+// heat, marked as such on the plane. A tiered GPU forward's real tiers replace the map
+// (TierFeed, tier_feed.hpp, from Sequence::expert_tiers); the heat comes from RouteHeat
+// (route_heat.hpp) where the forward has a route hook (the CPU forward's, and the GPU
+// model's route ring).
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"

@@ -8,18 +8,17 @@
 
 namespace aff::ui {
 
-RouteHeat::RouteHeat(StatsBoard& board, ExpertPlane plane, RouteObserver* next, double half_life_s)
-    : board_(board), plane_(std::move(plane)), next_(next), half_life_s_(half_life_s),
-      counts_(std::size_t(std::max(plane_.layers, 0)) * std::size_t(std::max(plane_.experts, 0)), 0.0),
+RouteHeat::RouteHeat(StatsBoard& board, const ExpertPlane& plane, RouteObserver* next, double half_life_s)
+    : board_(board), layers_(std::max(plane.layers, 0)), experts_(std::max(plane.experts, 0)), next_(next),
+      half_life_s_(half_life_s), counts_(std::size_t(layers_) * std::size_t(experts_), 0.0),
       last_decay_(Clock::now()), last_publish_(Clock::time_point{}) {
-    plane_.heat_placeholder = false;
-    plane_.source = "heat: tokens routed, half-life " + std::to_string(int(half_life_s_)) + " s";
+    source_ = "heat: tokens routed, half-life " + std::to_string(int(half_life_s_)) + " s";
 }
 
 void RouteHeat::on_route(const RouteEvent& event) {
-    if (event.layer >= 0 && event.layer < plane_.layers)
+    if (event.layer >= 0 && event.layer < layers_)
         for (int e : event.experts)
-            if (e >= 0 && e < plane_.experts) counts_[std::size_t(event.layer) * std::size_t(plane_.experts) + std::size_t(e)] += 1;
+            if (e >= 0 && e < experts_) counts_[std::size_t(event.layer) * std::size_t(experts_) + std::size_t(e)] += 1;
     if (next_) next_->on_route(event);
 }
 
@@ -39,9 +38,9 @@ void RouteHeat::publish() {
         c *= keep;
         top = std::max(top, c);
     }
-    plane_.heat.resize(counts_.size());
-    for (std::size_t i = 0; i < counts_.size(); ++i) plane_.heat[i] = top > 0 ? float(counts_[i] / top) : 0.0f;
-    board_.publish_plane(plane_);
+    std::vector<float> heat(counts_.size());
+    for (std::size_t i = 0; i < counts_.size(); ++i) heat[i] = top > 0 ? float(counts_[i] / top) : 0.0f;
+    board_.publish_plane_heat(std::move(heat), source_);  // the tiers are TierFeed's
 }
 
 bool install_route_heat(const std::function<void(RouteObserver*)>& set, RouteHeat& heat) {

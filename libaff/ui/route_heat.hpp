@@ -1,8 +1,8 @@
 // The expert plane's heat from the router itself: a RouteObserver (model/route_observer.hpp,
 // the hook route traces use) that counts, per layer and expert, the tokens routed there,
 // halves the counts every half_life_s so the plane shows recent routing, and publishes the
-// plane to the board at most 5 times a second, from the forward's own thread (a copy of
-// layers x experts floats; nothing is drawn there). It passes every event on to `next`
+// plane's heat to the board at most 5 times a second, from the forward's own thread (a copy
+// of layers x experts floats; nothing is drawn there; the plane's tiers are left as they are). It passes every event on to `next`
 // (the route-trace recorder, when one is installed), so both can watch one forward.
 // Backends without the hook (the GPU forward today) keep the plane's placeholder heat.
 #pragma once
@@ -12,14 +12,15 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace aff::ui {
 
 class RouteHeat final : public RouteObserver {
 public:
-    // `plane` gives the shape and tiers (resident_expert_plane); its heat is replaced.
-    RouteHeat(StatsBoard& board, ExpertPlane plane, RouteObserver* next = nullptr, double half_life_s = 10.0);
+    // `plane` gives the shape (resident_expert_plane; the board's plane must have it too).
+    RouteHeat(StatsBoard& board, const ExpertPlane& plane, RouteObserver* next = nullptr, double half_life_s = 10.0);
 
     void on_route(const RouteEvent& event) override;
     void on_forward_end() override;
@@ -32,7 +33,8 @@ public:
 private:
     using Clock = std::chrono::steady_clock;
     StatsBoard& board_;
-    ExpertPlane plane_;
+    int layers_, experts_;
+    std::string source_;
     RouteObserver* next_;
     double half_life_s_;
     std::vector<double> counts_;

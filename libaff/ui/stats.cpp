@@ -161,6 +161,24 @@ void StatsBoard::publish_plane(ExpertPlane plane) {
 
 // GPU readings change every sample: they do not bump the version (an idle server with a
 // GPU would print a plain line every interval otherwise).
+void StatsBoard::publish_plane_heat(std::vector<float> heat, std::string source) {
+    std::lock_guard lock(mutex_);
+    if (heat.size() != std::size_t(plane_.layers) * std::size_t(plane_.experts)) return;
+    plane_.heat = std::move(heat);
+    plane_.heat_source = std::move(source);
+    plane_.heat_placeholder = false;
+    ++version_;
+}
+
+void StatsBoard::publish_plane_tiers(std::vector<Tier> tier, std::string source) {
+    std::lock_guard lock(mutex_);
+    if (tier.size() != std::size_t(plane_.layers) * std::size_t(plane_.experts)) return;
+    plane_.tier = std::move(tier);
+    plane_.tier_source = std::move(source);
+    plane_.tier_placeholder = false;
+    ++version_;
+}
+
 void StatsBoard::publish_gpus(std::optional<std::vector<GpuFigures>> gpus) {
     std::lock_guard lock(mutex_);
     gpus_ = std::move(gpus);

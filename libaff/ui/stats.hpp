@@ -2,8 +2,8 @@
 // snapshot type that the dashboard and the plain-line reporter both read, so they show
 // the same numbers. The run writes through StatsBoard's small calls (a lock and a clock
 // read per token; nothing is formatted on the compute thread); the view thread takes a
-// Snapshot when it draws. Drafts and tiers are optional: they stay empty (shown as "not
-// built yet") until speculative decoding and the tiered expert store publish figures.
+// Snapshot when it draws. Drafts and tiers are optional: they stay empty (shown as "no
+// figures yet") until the run publishes them (the tools do once the model is loaded).
 #pragma once
 
 #include <chrono>
@@ -37,22 +37,32 @@ struct RequestRow {
     double tok_s = 0;  // decode speed of this request so far
 };
 
-// Speculative decoding: aff-run publishes these as its verify calls go (not aff-serve yet).
+// Speculative decoding: aff-run and aff-serve publish these as the verify calls go.
 struct DraftFigures {
+    bool drafting = true;              // false: drafts are off (no drafter)
+    std::uint64_t verify_calls = 0;    // 0: none yet (the rates mean nothing)
     double acceptance_rate = 0;        // accepted / drafted tokens
     double mean_accepted_length = 0;   // accepted tokens per verify step
 };
 
-// The tiered expert store (not built yet: nothing publishes these).
+// Where the routed experts live and what the tiers cost (ui/tier_feed.hpp publishes them
+// from the sequence's ExpertTierSnapshot).
 struct TierHitRate {
     std::string tier;  // "GPU", "host", "SSD"
     double hit_rate = 0;
 };
 struct TierFigures {
-    std::vector<TierHitRate> hit_rates;
-    double pcie_bytes_s = 0, ssd_bytes_s = 0;
-    double moves_per_token = 0;
-    double cpu_expert_share = 0;  // routed expert calls computed on the CPU
+    // false: every expert in one place, named by `resident` ("CPU", "GPU"); nothing moves,
+    // and the figures below are 0.
+    bool tiered = false;
+    std::string resident;
+    std::string why;                     // why tiered, or why not
+    std::int64_t on_gpu = 0, in_host = 0, on_ssd = 0;  // experts in each tier now
+    bool has_ssd_tier = false;           // none has one yet: ssd_bytes_s is 0 and shown as absent
+    std::vector<TierHitRate> hit_rates;  // since the model loaded, of the distinct experts a layer read
+    double pcie_bytes_s = 0, ssd_bytes_s = 0;  // over about the last second of calls
+    double moves_per_token = 0;          // since the model loaded
+    double cpu_expert_share = 0;         // routed expert calls computed on the CPU (none do yet)
 };
 
 enum class Tier : std::uint8_t { unknown, gpu, host, ssd };
@@ -63,9 +73,10 @@ struct ExpertPlane {
     int layers = 0, experts = 0;
     std::vector<Tier> tier;   // [layers * experts]; empty = unknown
     std::vector<float> heat;  // [layers * experts] in [0, 1]; empty = no routing figures
-    // Says where the figures come from; a placeholder source says so here and is drawn
+    // Say where the figures come from; a placeholder source says so here and is drawn
     // marked as such (the plane's shape and tiers can be real while its heat is not).
-    std::string source;
+    // tier_source is empty where every expert is in one tier (the Tiers panel says which).
+    std::string heat_source, tier_source;
     bool heat_placeholder = true;
     bool tier_placeholder = true;
 };
@@ -111,6 +122,10 @@ public:
     void publish_drafts(const DraftFigures& figures);
     void publish_tiers(const TierFigures& figures);
     void publish_plane(ExpertPlane plane);
+    // One half of the plane, keeping the other's: the heat (RouteHeat) and the tiers
+    // (TierFeed) come from different sources. Ignored unless the size is layers * experts.
+    void publish_plane_heat(std::vector<float> heat, std::string source);
+    void publish_plane_tiers(std::vector<Tier> tier, std::string source);
     void publish_gpus(std::optional<std::vector<GpuFigures>> gpus);
 
     void add_log(std::string line);

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     plane.heat.assign(43 * 256, 0.0f);
     for (std::size_t i = 0; i < plane.heat.size(); ++i) plane.heat[i] = float((i * 2654435761u) % 1000) / 1000.0f;
     plane.heat_placeholder = false;
-    plane.source = "bench";
+    plane.heat_source = "bench";
     board.publish_plane(plane);
     for (int r = 0; r < 20; ++r) board.finish_request(board.add_request(100));
     for (int l = 0; l < 64; ++l) board.add_log("aff-serve: POST /v1/chat/completions 200 prompt=1000 cached=900 completion=64 1234ms");

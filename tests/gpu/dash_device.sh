@@ -17,19 +17,9 @@ cd "$work" || exit 1
 # 4000 tokens (the model's context is 4096): a few seconds on a GPU, and the view closes when
 # the run ends, so frames are taken every half second while it decodes, the last one kept.
 pane_start 120 40 "env -u LD_LIBRARY_PATH LANG=C.UTF-8 '$aff_run' -m '$src/tests/data/models/tiny-trained' -p 'Once upon a time' -n 4000 --ignore-eos --temp 0 --gpus 1 --ui dash"
-failed=0 frames=0
-for _ in $(seq 120); do
-  text=$(pane_text)
-  if grep -Eq 'decode +[1-9][0-9]*\.[0-9] tok/s' <<<"$text"; then
-    printf '%s\n' "$text" > "$out/dash-gpu.txt"
-    pane_styled > "$out/dash-gpu.ansi"
-    frames=$((frames + 1))
-    [ $frames -ge 6 ] && break
-  elif [ $frames -gt 0 ]; then
-    break  # the run ended and the view closed
-  fi
-  sleep 0.5
-done
+failed=0
+pane_frames "$out/dash-gpu" 120 'decode +[1-9][0-9]*\.[0-9] tok/s'
+frames=$FRAMES
 [ $frames -gt 0 ] || { echo "FAIL dash: no frame with a decode rate; the pane:"; pane_text; exit 1; }
 echo "dash: $frames frames taken"
 pane_keys q

@@ -4,7 +4,10 @@
 # coloured by tier (host memory: yellow) with the router's heat, the Drafts panel shows the
 # MTP drafts' acceptance (--draft auto probes drafts early), a resize to 120x40 redraws
 # at the new size, and q closes the view with the terminal restored (cooked mode, echo, no
-# alternate screen), the held text printed and status 130 (as Ctrl-C).
+# alternate screen), the held text printed and status 130 (as Ctrl-C). The CPU forward keeps
+# every expert in host memory: the Tiers panel says so (tiered figures need the GPU's expert
+# tiers: tests/gpu/dash_tiers_device.sh; the panel's figures on a fake sequence:
+# tests/unit/ui/tier_feed_test.cpp).
 . "$SRC/tests/cli/tmux.bash"
 pane_start 80 24 "LANG=C.UTF-8 aff-run -m '$DATA/models/tiny-trained' -p 'Once upon a time' -n 4000 --ignore-eos --temp 0 -t 1 --ui dash;" \
   "echo status=\$? >'$PWD/status'; stty -a >'$PWD/stty.after'"
@@ -16,12 +19,15 @@ pane_styled > shot-80x24.ansi
 [ "$(pane_width)" -le 80 ]
 head -1 shot-80x24.txt | grep -q '^ aff-run | tiny-trained | cpu: the reference forward'
 head -1 shot-80x24.txt | grep -q 'q quit$'
-for panel in '─ Throughput ─' '─ Drafts ─' '─ Tiers ─ not built yet ─' \
+for panel in '─ Throughput ─' '─ Tiers ─ all resident (CPU) ─' 'every routed expert in host memory' \
+  'nothing moves: no PCIe or SSD traffic' \
   '─ Expert plane ─ 4 layers x 16 experts' 'heat: tokens routed, half-life 10 s' '─ Output ─' '─ Log ─' \
   'aff-run: drafts: mtp, up to 3 a step, while faster than without'; do
   grep -qF -- "$panel" shot-80x24.txt || { echo "missing: $panel"; cat shot-80x24.txt; exit 1; }
 done
-! grep -qF '─ Drafts ─ not built yet' shot-80x24.txt  # the MTP drafts' figures are there
+grep -Eq '─ Drafts ─ [1-9][0-9]* verify calls ─' shot-80x24.txt  # the MTP drafts' figures are there
+! grep -q 'not built yet\|no figures yet' shot-80x24.txt
+! grep -q 'tiers: ' shot-80x24.txt  # no tier source line: nothing is tiered
 ! grep -q 'GPUs' shot-80x24.txt  # no GPU library here: no panel
 # Sane figures: positive prefill and decode rates, the 4 prompt tokens, some generated.
 prefill=$(sed -n 's/.*prefill *\([0-9.]*\) tok\/s.*/\1/p' shot-80x24.txt)

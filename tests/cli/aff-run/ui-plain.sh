@@ -8,7 +8,7 @@ grep -c '^aff-run: stats ' err > count
 [ "$(cat count)" -ge 1 ]
 last=$(grep '^aff-run: stats ' err | tail -1)
 pattern='^aff-run: stats t=[0-9.]+s prefill=[0-9.]+tok/s decode=[0-9.]+tok/s decode_1m=[0-9.]+tok/s ttft=[0-9]+ms'
-pattern+=' prompt=4 cached=0 generated=300 queued=0 running=0 done=1 drafts=not-built-yet tiers=not-built-yet$'
+pattern+=' prompt=4 cached=0 generated=300 queued=0 running=0 done=1 drafts=off tiers=all-resident-CPU$'
 [[ $last =~ $pattern ]] || { echo "unexpected: $last"; exit 1; }
 rate=$(echo "$last" | sed 's/.* decode_1m=\([0-9.]*\)tok.*/\1/')
 awk -v r="$rate" 'BEGIN { exit !(r > 0) }'

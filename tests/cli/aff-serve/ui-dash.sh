@@ -22,7 +22,8 @@ head -1 shot.txt | grep -q '^ aff-serve | tiny-a | cpu: the reference forward'
 grep -qF '─ Requests ─ queued 0  running 1  done 1 ─' shot.txt
 grep -Eq '^ +1  done +4 +0 +5 +[0-9.]+$' shot.txt  # 4 prompt tokens (BOS + abc), 5 generated
 grep -qF 'aff-serve: POST /v1/completions 200 prompt=4 cached=0 completion=5' shot.txt
-for panel in '─ Throughput ─' '─ Drafts ─ not built yet ─' '─ Tiers ─ not built yet ─' '─ Expert plane ─ 6 layers x 8 experts ─'; do
+# tiny-a has no MTP layer: drafts off; the CPU forward: every expert in host memory.
+for panel in '─ Throughput ─' '─ Drafts ─ off ─' '─ Tiers ─ all resident (CPU) ─' '─ Expert plane ─ 6 layers x 8 experts ─'; do
   grep -qF -- "$panel" shot.txt || { echo "missing: $panel"; cat shot.txt; exit 1; }
 done
 pane_styled | grep 'running' | grep -q $'\e\\[32m'  # the running row is green

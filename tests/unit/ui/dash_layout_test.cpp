@@ -43,7 +43,7 @@ Snapshot sample(const std::string& tool, int layers, int experts) {
     s.plane.layers = layers;
     s.plane.experts = experts;
     s.plane.tier.assign(std::size_t(layers) * experts, Tier::host);
-    s.plane.source = "heat: placeholder";
+    s.plane.heat_source = "heat: placeholder";
     s.output = "0 5 9 33 17 ";
     s.log = {"aff-run: CPU reference"};
     return s;
@@ -64,7 +64,7 @@ int grid_cells(const Frame& f, Colour colour) {
 
 }  // namespace
 
-TEST_CASE("at 80x24 every panel is there, drafts and tiers marked as not built", "[ui]") {
+TEST_CASE("at 80x24 every panel is there, drafts and tiers marked as having no figures yet", "[ui]") {
     const Frame f = render_dash(sample("aff-run", 6, 8), 24, 80, true);
     REQUIRE(f.rows() == 24);
     REQUIRE(f.cols() == 80);
@@ -77,7 +77,9 @@ TEST_CASE("at 80x24 every panel is there, drafts and tiers marked as not built",
     CHECK(contains(f, "prefill   1234.5 tok/s  ttft 42 ms"));
     CHECK(contains(f, "decode      56.7 tok/s  1m 50.1"));
     CHECK(contains(f, "tokens in 4 cached 0 out 8"));
-    CHECK(row_with(f, "Drafts") == row_with(f, "not built yet"));
+    CHECK(contains(f, "─ Drafts ─ no figures yet ─"));
+    CHECK(contains(f, "─ Tiers ─ no figures yet ─"));
+    CHECK_FALSE(contains(f, "not built yet"));
     CHECK(contains(f, "6 layers x 8 experts"));
     CHECK(contains(f, "heat: placeholder"));
     CHECK(contains(f, "0 5 9 33 17"));
@@ -198,4 +200,16 @@ TEST_CASE("long text is clipped inside its panel", "[ui]") {
     CHECK(row_with(f, "q quit") == 0);  // the title did not push the keys off
     CHECK(f.row_text(23).size() <= 80);
     CHECK(contains(f, std::string(78, 'o')));
+}
+
+TEST_CASE("the Drafts panel says off, no verify call yet, or the acceptance", "[ui]") {
+    Snapshot s = sample("aff-run", 6, 8);
+    s.drafts = DraftFigures{false};
+    CHECK(contains(render_dash(s, 24, 80, true), "─ Drafts ─ off ─"));
+    s.drafts = DraftFigures{true};
+    CHECK(contains(render_dash(s, 24, 80, true), "─ Drafts ─ no verify call yet ─"));
+    s.drafts = DraftFigures{true, 12, 0.625, 2.25};
+    const Frame f = render_dash(s, 24, 80, true);
+    CHECK(contains(f, "─ Drafts ─ 12 verify calls ─"));
+    CHECK(contains(f, "accepted 62.5 %  mean length 2.25"));
 }

@@ -37,10 +37,13 @@ TEST_CASE("the plain line has every figure in a fixed order", "[ui]") {
     s.running = 1;
     CHECK(plain_line(s) ==
           "aff-run: stats t=2.0s prefill=400.0tok/s decode=100.0tok/s decode_1m=97.5tok/s ttft=120ms prompt=40 "
-          "cached=0 generated=11 queued=0 running=1 done=0 drafts=not-built-yet tiers=not-built-yet");
+          "cached=0 generated=11 queued=0 running=1 done=0 drafts=none-yet tiers=none-yet");
     s.throughput.ttft_ms = -1;
-    s.drafts = DraftFigures{0.625, 2.25};
+    s.drafts = DraftFigures{true, 8, 0.625, 2.25};
     TierFigures t;
+    t.tiered = true;
+    t.on_gpu = 30;
+    t.in_host = 98;
     t.hit_rates = {{"GPU", 0.9}, {"host", 0.1}};
     t.pcie_bytes_s = 12.5e9;
     t.moves_per_token = 0.5;
@@ -52,10 +55,10 @@ TEST_CASE("the plain line has every figure in a fixed order", "[ui]") {
     s.gpus = std::vector<GpuFigures>{g};
     const std::string l = plain_line(s);
     CHECK(l.find(" ttft=- ") != std::string::npos);
-    CHECK(l.find(" accept=0.625 accepted_len=2.25 ") != std::string::npos);
-    CHECK(l.find(" hit_GPU=0.900 hit_host=0.100 pcie=12.50GB/s ssd=0.00GB/s moves_per_tok=0.50 cpu_share=0.000") !=
-          std::string::npos);
+    CHECK(l.find(" verify_calls=8 accept=0.625 accepted_len=2.25 ") != std::string::npos);
+    CHECK(l.find(" tier_GPU=30 tier_host=98 hit_GPU=0.900 hit_host=0.100 pcie=12.50GB/s ssd=no-tier moves_per_tok=0.50 "
+                 "cpu_share=0.000") != std::string::npos);
     CHECK(l.find(" gpu0_util=87% gpu0_mem=100.0/144.0GiB gpu0_power=- gpu0_sm=-") != std::string::npos);
-    CHECK(l.find("not-built-yet") == std::string::npos);
+    CHECK(l.find("none-yet") == std::string::npos);
     for (char c : l) CHECK((c >= 0x20 && c < 0x7F));  // no escape codes, one line
 }

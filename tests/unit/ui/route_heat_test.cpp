@@ -18,13 +18,19 @@ struct Counting final : RouteObserver {
     void on_forward_end() override { ++ends; }
 };
 
+ModelConfig config(int layers, int experts) {
+    ModelConfig c;
+    c.num_layers = layers;
+    c.n_routed_experts = experts;
+    return c;
+}
+
 }  // namespace
 
 TEST_CASE("routed tokens become the plane's heat, the hottest expert at 1", "[ui]") {
-    ModelConfig c;
-    c.num_layers = 2;
-    c.n_routed_experts = 4;
+    const ModelConfig c = config(2, 4);
     StatsBoard board("aff-run");
+    board.publish_plane(resident_expert_plane(c, false));
     Counting next;
     RouteHeat heat(board, resident_expert_plane(c, false), &next, 1e9);  // no decay within the test
     const std::vector<std::int32_t> tokens{7, 8};
@@ -46,14 +52,13 @@ TEST_CASE("routed tokens become the plane's heat, the hottest expert at 1", "[ui
     CHECK(s.plane.heat[0] == 0.0f);
     CHECK_FALSE(s.plane.heat_placeholder);
     CHECK(s.plane.tier[6] == Tier::host);
-    CHECK(s.plane.source.find("routed") != std::string::npos);
+    CHECK(s.plane.heat_source.find("routed") != std::string::npos);
 }
 
 TEST_CASE("old routing fades with the half-life", "[ui]") {
-    ModelConfig c;
-    c.num_layers = 1;
-    c.n_routed_experts = 2;
+    const ModelConfig c = config(1, 2);
     StatsBoard board("aff-run");
+    board.publish_plane(resident_expert_plane(c, true));
     RouteHeat heat(board, resident_expert_plane(c, true), nullptr, 0.05);
     const std::vector<std::int32_t> tokens{1};
     const std::vector<int> experts{0};
@@ -65,4 +70,23 @@ TEST_CASE("old routing fades with the half-life", "[ui]") {
     CHECK(heat.counts()[0] > 0);
     CHECK(board.snapshot().plane.heat[0] == 1.0f);  // still the hottest
     CHECK(board.snapshot().plane.tier[0] == Tier::gpu);
+}
+
+TEST_CASE("the heat leaves the plane's tiers as another source published them", "[ui]") {
+    const ModelConfig c = config(1, 2);
+    StatsBoard board("aff-run");
+    board.publish_plane(resident_expert_plane(c, true));
+    board.publish_plane_tiers({Tier::gpu, Tier::host}, "tiers: test");
+    RouteHeat heat(board, resident_expert_plane(c, true), nullptr, 1e9);
+    const std::vector<std::int32_t> tokens{1};
+    const std::vector<int> experts{1};
+    const std::vector<float> weights{1.0f};
+    heat.on_route(RouteEvent{0, 0, tokens, 1, experts, weights});
+    heat.publish();
+    const Snapshot s = board.snapshot();
+    CHECK(s.plane.tier[1] == Tier::host);
+    CHECK(s.plane.tier_source == "tiers: test");
+    CHECK(s.plane.heat[1] == 1.0f);
+    board.publish_plane_tiers({Tier::gpu}, "wrong size");  // ignored
+    CHECK(board.snapshot().plane.tier_source == "tiers: test");
 }

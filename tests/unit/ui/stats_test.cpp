@@ -116,7 +116,7 @@ TEST_CASE("drafts and tiers stay absent until published", "[ui]") {
     CHECK_FALSE(b.snapshot().drafts);
     CHECK_FALSE(b.snapshot().tiers);
     CHECK_FALSE(b.snapshot().gpus);
-    b.publish_drafts(DraftFigures{0.75, 2.5});
+    b.publish_drafts(DraftFigures{true, 4, 0.75, 2.5});
     TierFigures t;
     t.hit_rates = {{"GPU", 0.9}};
     b.publish_tiers(t);

@@ -1,0 +1,26 @@
+// GpuModel::expert_tier_map (forward.hpp): the tier of every routed expert, read from the
+// expert table the kernels use (the address each entry points at: in the GPU slab or in the
+// pinned host pool), so the live view's expert plane shows where the bytes really are.
+#include "libaff/gpu/forward_impl.hpp"
+
+namespace aff::gpu {
+
+using namespace fwd;
+
+std::vector<placement::Tier> GpuModel::expert_tier_map() const {
+    const Impl& m = *shards_.front();  // tiers exist on one GPU only
+    if (!m.tiers) return {};
+    const ExpertTiers& t = *m.tiers;
+    const auto* slab = t.slab.as<const std::uint8_t>();
+    const auto* pool = static_cast<const std::uint8_t*>(t.pool.device_data());
+    std::vector<placement::Tier> where(m.table_host.size(), placement::Tier::ssd);
+    for (std::size_t i = 0; i < m.table_host.size(); ++i) {
+        const std::uint8_t* a = m.table_host[i];
+        if (slab && a >= slab && a < slab + t.slab.size()) where[i] = placement::Tier::gpu;
+        else if (pool && a >= pool && a < pool + t.pool.size()) where[i] = placement::Tier::host;
+        else if (i < t.tier.size()) where[i] = t.tier[i];  // in neither: where the book says (an SSD tier)
+    }
+    return where;
+}
+
+}  // namespace aff::gpu
