@@ -4,7 +4,7 @@
 // plane's heat to the board at most 5 times a second, from the forward's own thread (a copy
 // of layers x experts floats; nothing is drawn there; the plane's tiers are left as they are). It passes every event on to `next`
 // (the route-trace recorder, when one is installed), so both can watch one forward.
-// Backends without the hook (the GPU forward today) keep the plane's placeholder heat.
+// Backends without the hook (the server's scripted test engine) keep the placeholder heat.
 #pragma once
 
 #include "libaff/model/route_observer.hpp"
