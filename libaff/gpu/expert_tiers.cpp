@@ -42,9 +42,16 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     }
     for (std::uint32_t s = next_gpu; s < gpu_slots; ++s) free_slab.push_back(s);
     for (std::uint32_t s = next_host; s < host_slots; ++s) free_pool.push_back(s);
+    // Held off: in the first device run of the SSD tier (H200, 2026-12-01, ssd_tier family and
+    // ssd_tier_device.sh) a moving policy with experts on the SSD gave wrong logits (demand) and
+    // illegal addresses (heat), while static placements were bit-identical to all-resident. Until
+    // that is found, a plan with experts on the SSD keeps its placement (the report names
+    // "static"); plans without SSD experts move as asked (issue 17).
     policy = std::make_unique<RecordingPolicy>(placement::make_policy(options.strategy, options.heat));
     if (policy->needs_future())
         throw_usage("--placement-strategy " + options.strategy + " needs the future (trace replay only: aff-trace replay)");
+    if (plan.ssd_experts > 0 && options.strategy != "static")
+        policy = std::make_unique<RecordingPolicy>(placement::make_policy("static", options.heat));
     engine = std::make_unique<placement::PlacementEngine>(g, slots, order, *policy);
 }
 
