@@ -2,6 +2,7 @@
 #include "libaff/ui/cli.hpp"
 
 #include "libaff/core/atomic_file.hpp"
+#include "libaff/core/crash_report.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/printable.hpp"
 #include "libaff/runtime/open_sequence.hpp"
@@ -329,6 +330,9 @@ int run(CLI::App& app, int argc, char** argv, const std::function<int()>& body, 
     std::signal(SIGTERM, on_termination);
     std::signal(SIGHUP, on_termination);
     std::signal(SIGPIPE, SIG_IGN);
+    static std::string crash_name;  // the handler reads it after run() may have returned
+    crash_name = tool;
+    install_crash_report(crash_name.c_str(), restore_terminal);
     int status = exit_failure;
     try {
         status = body();

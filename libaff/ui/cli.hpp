@@ -1,7 +1,8 @@
 // What every aff tool shares: the common options (declared once so they are spelled
 // the same everywhere, with units in their names), and run(), which parses, installs
 // the signal handlers (SIGINT, SIGTERM and SIGHUP remove unfinished outputs'
-// temporaries), runs the tool's body and maps the outcome to an exit status:
+// temporaries; a crash prints its stack, crash_report.hpp), runs the tool's body and maps
+// the outcome to an exit status:
 //   0 success, 1 failure (one line on stderr), 2 bad usage, 130 interrupted (SIGINT),
 //   143 terminated (SIGTERM), 129 hung up (SIGHUP).
 // Error lines pass through printable(): bytes read from files never reach the terminal raw.

@@ -5,6 +5,7 @@
 // (e.g. "moe_gemv", to run one family under compute-sanitizer in reasonable time).
 #include "device_test.hpp"
 
+#include "libaff/core/crash_report.hpp"
 #include "libaff/core/error.hpp"
 
 #include <cstdio>
@@ -19,6 +20,8 @@ std::vector<std::pair<std::string, TestFn>>& registry() {
 
 int main(int argc, char** argv) {
     using namespace aff::gpu;
+    aff::install_crash_report("aff_gpu_tests");
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash must not swallow the rows printed before it
     try {
         const std::vector<int> devices = select_devices(1);
         use_device(devices[0]);
