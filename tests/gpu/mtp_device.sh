@@ -18,6 +18,9 @@ out=${2:?usage: mtp_device.sh BIN OUT}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 export AFF_TEST_DATA=$repo/tests/data
+# The MTP layer is held off the GPU (libaff/gpu/forward_weights.cpp) until its crash is found:
+# this script is where it is put on to look for it. A crash prints its stack (crash_report.hpp).
+export AFF_GPU_MTP=1
 rc=0
 summary=$out/summary.txt
 : >"$summary"
@@ -27,6 +30,7 @@ start=$SECONDS
 if timeout 150 "$bin/tests/aff_gpu_tests" mtp >"$out/mtp.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
 note "aff_gpu_tests mtp: $t in $((SECONDS - start)) s; $(tail -1 "$out/mtp.txt")"
 grep 'FAIL$' "$out/mtp.txt" | head -30 >>"$summary"
+grep -A40 'crashed with' "$out/mtp.txt" >>"$summary"
 grep '^mtp ' "$out/mtp.txt" | head -60 >>"$summary"
 
 model=$repo/tests/data/models/tiny-trained
@@ -80,5 +84,8 @@ else
   rc=1
 fi
 rm -f "$geo"
+for f in "$out"/*.err; do  # a crashed aff-run's stack, for addr2line on the unstripped build
+  [ -f "$f" ] && grep -q 'crashed with' "$f" && { echo "== $(basename "$f")"; grep -A40 'crashed with' "$f"; } >>"$summary"
+done
 [ $rc = 0 ] && note "mtp_device.sh: all passed" || note "mtp_device.sh: FAILURES"
 exit $rc
