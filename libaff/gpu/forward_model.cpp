@@ -5,6 +5,7 @@
 #include "libaff/core/units.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "libaff/placement/layer_split.hpp"
+#include "libaff/placement/tier_plan.hpp"
 #include "kernels/indexer.hpp"
 
 #include <algorithm>
@@ -155,15 +156,21 @@ GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptio
         auto part = std::make_unique<Impl>(cpu, options, devices[i], ranges[i].first, ranges[i].end);
         part->index = static_cast<int>(i);
         part->prepare(weights);
-        // Expert tiers (expert_tiers.hpp) when asked for, or when the model does not fit this
-        // one GPU: planned again with the experts out of the arena.
+        // Expert tiers (expert_tiers.hpp) when asked for, or when the model and the headroom the
+        // tiered plan would leave (--gpu-headroom-mib or the derived one) do not fit this one
+        // GPU: planned again with the experts out of the arena. The same headroom on both sides
+        // of the decision, so that a model which fits only by eating the headroom is tiered
+        // rather than loaded whole and left to fail on its first graph capture.
+        const std::size_t available = part->available_bytes();
+        const std::size_t headroom =
+            options.tiers.headroom ? *options.tiers.headroom : placement::derived_headroom(available);
         if (devices.size() == 1 && part->experts_codebook &&
-            (options.tiers.slab_cap || part->plan.total() > part->available_bytes())) {
+            (options.tiers.slab_cap || part->plan.total() + headroom > available)) {
             auto why = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
             const std::string reason =
                 options.tiers.slab_cap ? std::string("--gpu-expert-mib")
-                                       : "the model needs " + why(part->plan.total()) + ", the GPU offers " +
-                                             why(part->available_bytes()) +
+                                       : "the model needs " + why(part->plan.total()) + " and a " + why(headroom) +
+                                             " headroom, the GPU offers " + why(available) +
                                              (options.memory_cap_bytes ? " (--gpu-mib)" : "");
             part = std::make_unique<Impl>(cpu, options, devices[i], ranges[i].first, ranges[i].end);
             part->index = static_cast<int>(i);
