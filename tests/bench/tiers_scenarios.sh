@@ -13,7 +13,10 @@
 # each scenario's build reads the 12.9 GiB of experts again (~5-10 s) and its timed decode at
 # ~12 GB/s over the bus takes ~2 s (batch 1) and ~7 s (batch 4): about 120 s in all,
 # ~140 s with the trace. 8 layers
-# would take ~160 s and leave no margin. The first three layers are hash-routed (as in V4), so
+# would take ~160 s and leave no margin. Each card runs the bench's three mover variants
+# (heat; static and heat from the calibration profile: TIERS_VARIANTS) and the 24 GiB card once
+# more with half the rest of the experts on the SSD (TIERS_SSD_CARD), so the container is
+# written to WORK on the machine's disk (not a tmpfs: O_DIRECT reads must reach the drive). The first three layers are hash-routed (as in V4), so
 # 3 of 6 carry the router-bias skew; the hash layers' skew comes from the Zipf token stream.
 # Then the Belady gap: aff-run records a route trace of a tiered run at the 24 GiB card's slab
 # and aff-trace replay --policy all replays it (~20 s more).
@@ -33,6 +36,7 @@ note() { echo "$*" | tee -a "$summary"; }
 rc=0
 start=$SECONDS
 mkdir -p "$work"
+note "WORK $work on $(df -T "$work" | awk 'NR==2 {print $2 " (" $1 ")"}')"
 geo=$work/v4-${layers}l-skew.aff
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$summary" 2>&1
 free -g | head -2 >>"$summary"
@@ -41,7 +45,7 @@ if ! timeout 90 "$bin/tests/make_geometry_container" "$geo" --layers "$layers" -
   exit 1
 fi
 note "container: $(tail -1 "$out/make.txt") [$((SECONDS - start)) s]"
-if timeout 240 "$bin/tests/tiers_bench" "$geo" "$steps" "$warm" 24 32 64 >"$out/tiers_bench.txt" 2>&1; then
+if timeout 400 "$bin/tests/tiers_bench" "$geo" "$steps" "$warm" 24 32 64 >"$out/tiers_bench.txt" 2>&1; then
   note "PASS tiers_bench ran [$((SECONDS - start)) s]"
 else
   note "FAIL tiers_bench (status $?): $(tail -2 "$out/tiers_bench.txt")"
@@ -50,8 +54,13 @@ fi
 grep -E '^(HBM|mapped|\[|figure)' "$out/tiers_bench.txt" >>"$summary"
 sed -n '/^scenario/,/^figure/p' "$out/tiers_bench.txt" | tee -a "$summary"
 # Every scenario printed its two batches with a finite ratio.
+variants=$(echo "${TIERS_VARIANTS:-heat,static+profile,heat+profile}" | tr ',' '\n' | grep -c .)
+ssd_rows=$([ -n "${TIERS_SSD_CARD-24}" ] && echo 1 || echo 0)
+want=$((2 * (1 + 3 * variants + ssd_rows)))
 rows=$(grep -cE '^\[[^]]*\] batch [14]: .* ratio [0-9.]+;' "$out/tiers_bench.txt")
-if [ "$rows" -eq 8 ]; then note "PASS 8 scenario rows (resident, 24, 32, 64 GiB x batch 1, 4)"; else note "FAIL $rows of 8 scenario rows"; rc=1; fi
+if [ "$rows" -eq "$want" ]; then note "PASS $want scenario rows (resident, 24, 32, 64 GiB x $variants variants, SSD $ssd_rows, x batch 1, 4)"
+else note "FAIL $rows of $want scenario rows"; rc=1; fi
+grep -E '^O_DIRECT' "$out/tiers_bench.txt" >>"$summary"
 # The Belady gap on this routing: aff-run on the 24 GiB card's slab (--gpu-expert-mib as the
 # bench printed it), a 64-token prompt and 192 forced steps (ids skewed toward small ones: the
 # product of two uniforms), its route trace (--route-trace, recorded on the GPU path), then
