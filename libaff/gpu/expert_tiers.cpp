@@ -32,26 +32,10 @@ void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, con
     g.hash_layers = hash;
     const std::vector<placement::ExpertKey> order = placement::profile_order(g, options.profile);
     const placement::Slots slots{gpu_slots, host_slots};
-    tier = placement::initial_tiers(g, slots, order);
-    slot.assign(g.keys(), 0);
-    std::uint32_t next_gpu = 0, next_host = 0;
-    for (const placement::ExpertKey k : order) {  // slots in placement order: the busiest first
-        if (tier[k] == placement::Tier::gpu) slot[k] = next_gpu++;
-        else if (tier[k] == placement::Tier::host) slot[k] = next_host++;
-        // else on the SSD: no slot (ssd_tier.hpp stages it when routed to)
-    }
-    for (std::uint32_t s = next_gpu; s < gpu_slots; ++s) free_slab.push_back(s);
-    for (std::uint32_t s = next_host; s < host_slots; ++s) free_pool.push_back(s);
-    // Held off: in the first device run of the SSD tier (H200, 2026-12-01, ssd_tier family and
-    // ssd_tier_device.sh) a moving policy with experts on the SSD gave wrong logits (demand) and
-    // illegal addresses (heat), while static placements were bit-identical to all-resident. Until
-    // that is found, a plan with experts on the SSD keeps its placement (the report names
-    // "static"); plans without SSD experts move as asked (issue 17).
+    book = std::make_unique<placement::TierBook>(g, slots, order);
     policy = std::make_unique<RecordingPolicy>(placement::make_policy(options.strategy, options.heat));
     if (policy->needs_future())
         throw_usage("--placement-strategy " + options.strategy + " needs the future (trace replay only: aff-trace replay)");
-    if (plan.ssd_experts > 0 && options.strategy != "static")
-        policy = std::make_unique<RecordingPolicy>(placement::make_policy("static", options.heat));
     engine = std::make_unique<placement::PlacementEngine>(g, slots, order, *policy);
 }
 
@@ -73,9 +57,11 @@ void ExpertTiers::wait_for_moves(const Stream& stream) {
 
 const std::uint8_t* ExpertTiers::address(int l, int e) const {
     const std::size_t k = std::size_t(l) * experts + e;
-    if (tier[k] == placement::Tier::gpu) return slab.as<std::uint8_t>() + std::size_t(slot[k]) * slot_bytes;
-    if (tier[k] == placement::Tier::ssd) return nullptr;
-    return static_cast<const std::uint8_t*>(pool.device_data()) + std::size_t(slot[k]) * slot_bytes;
+    const placement::Tier where = book->tier(placement::ExpertKey(k));
+    const std::size_t at = std::size_t(book->slot(placement::ExpertKey(k))) * slot_bytes;
+    if (where == placement::Tier::gpu) return slab.as<std::uint8_t>() + at;
+    if (where == placement::Tier::ssd) return nullptr;
+    return static_cast<const std::uint8_t*>(pool.device_data()) + at;
 }
 
 void ExpertTiers::fill(const std::function<void(int, int, std::uint8_t*)>& fill_extent, const Stream& stream) {
@@ -91,9 +77,11 @@ void ExpertTiers::fill(const std::function<void(int, int, std::uint8_t*)>& fill_
     for (int l = 0; l < layers; ++l)
         for (int e = 0; e < experts; ++e) {
             const std::size_t k = std::size_t(l) * experts + e;
-            if (tier[k] == placement::Tier::ssd) continue;  // read when routed to
-            if (tier[k] == placement::Tier::host) {
-                std::uint8_t* dst = static_cast<std::uint8_t*>(pool.data()) + std::size_t(slot[k]) * slot_bytes;
+            const placement::Tier where = book->tier(placement::ExpertKey(k));
+            const std::size_t place = std::size_t(book->slot(placement::ExpertKey(k))) * slot_bytes;
+            if (where == placement::Tier::ssd) continue;  // read when routed to
+            if (where == placement::Tier::host) {
+                std::uint8_t* dst = static_cast<std::uint8_t*>(pool.data()) + place;
                 std::fill(dst, dst + slot_bytes, std::uint8_t(0));
                 fill_extent(l, e, dst);
                 continue;
@@ -104,7 +92,7 @@ void ExpertTiers::fill(const std::function<void(int, int, std::uint8_t*)>& fill_
             std::fill(host.begin() + static_cast<std::ptrdiff_t>(at),
                       host.begin() + static_cast<std::ptrdiff_t>(at + slot_bytes), std::uint8_t(0));
             fill_extent(l, e, host.data() + at);
-            pending.emplace_back(slab.as<std::uint8_t>() + std::size_t(slot[k]) * slot_bytes, at);
+            pending.emplace_back(slab.as<std::uint8_t>() + place, at);
         }
     flush();
 }

@@ -20,6 +20,7 @@
 #include "libaff/gpu/ssd_tier.hpp"
 #include "libaff/placement/engine.hpp"
 #include "libaff/placement/policy.hpp"
+#include "libaff/placement/tier_book.hpp"
 #include "libaff/placement/tier_plan.hpp"
 #include "libaff/placement/tiers.hpp"
 
@@ -32,27 +33,7 @@
 
 namespace aff::gpu::fwd {
 
-// A policy that passes everything on to another and keeps the admissions it answered, which
-// the mover then carries out (the engine applies them to its own book of tiers only).
-class RecordingPolicy final : public placement::Policy {
-public:
-    explicit RecordingPolicy(std::unique_ptr<placement::Policy> inner) : inner_(std::move(inner)) {}
-    std::string_view name() const override { return inner_->name(); }
-    bool needs_future() const override { return inner_->needs_future(); }
-    void start(const placement::Geometry& g, std::span<const placement::Tier> tiers, std::uint32_t slots,
-               std::span<const std::uint64_t> first_use) override {
-        inner_->start(g, tiers, slots, first_use);
-    }
-    void decide(const placement::Dispatch& d, std::uint32_t free_slots, std::vector<placement::Admission>& out) override {
-        const std::size_t before = out.size();
-        inner_->decide(d, free_slots, out);
-        decided.insert(decided.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
-    }
-    std::vector<placement::Admission> decided;  // since the mover last took them
-
-private:
-    std::unique_ptr<placement::Policy> inner_;
-};
+using placement::RecordingPolicy;
 
 struct ExpertTiers {
     int layers = 0, experts = 0, top_k = 0;
@@ -65,10 +46,9 @@ struct ExpertTiers {
     PinnedBuffer pool;  // plan.host_slots slots
     Buffer staging;     // one slot on the device: a victim's bytes while its slot is refilled
 
-    // Where each expert (key = layer · experts + expert) is: its tier and slot there.
-    std::vector<placement::Tier> tier;
-    std::vector<std::uint32_t> slot;
-    std::vector<std::uint32_t> free_slab, free_pool;  // slots nobody holds
+    // Where each expert (key = layer · experts + expert) is: its tier and slot there, the free
+    // slots, the SSD experts per layer (placement/tier_book.hpp: the mover's moves).
+    std::unique_ptr<placement::TierBook> book;
 
     std::unique_ptr<SsdTier> ssd;  // with experts on the SSD (set up by GpuModel::Impl::setup_ssd)
 

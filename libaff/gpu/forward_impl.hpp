@@ -185,7 +185,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     void point_entries(std::span<const std::pair<placement::ExpertKey, const std::uint8_t*>> entries);
     // The mover: an SSD expert's bytes in a staging slot (read if they are not there), host side.
     const std::uint8_t* staged_bytes(placement::ExpertKey key);
-    void promote_from_ssd(const placement::Admission& a);  // forward_tiers.cpp
+    void promote_from_ssd(const placement::Admission& a, placement::Tier victim_to);  // forward_tiers.cpp
     // The mover (forward_tiers.cpp): after a call of n tokens (whose launches are all done
     // and whose route ring was drained), the call's routing to the placement engine and its
     // admissions carried out.

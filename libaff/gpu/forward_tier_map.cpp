@@ -18,7 +18,7 @@ std::vector<placement::Tier> GpuModel::expert_tier_map() const {
         const std::uint8_t* a = m.table_host[i];
         if (slab && a >= slab && a < slab + t.slab.size()) where[i] = placement::Tier::gpu;
         else if (pool && a >= pool && a < pool + t.pool.size()) where[i] = placement::Tier::host;
-        else if (i < t.tier.size()) where[i] = t.tier[i];  // in neither: where the book says (an SSD tier)
+        else if (i < t.book->tiers().size()) where[i] = t.book->tier(placement::ExpertKey(i));  // in neither: where the book says (an SSD tier)
     }
     return where;
 }

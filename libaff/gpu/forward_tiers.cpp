@@ -123,43 +123,30 @@ void GpuModel::Impl::move_experts(int n) {
         t.policy->decided.clear();
         t.engine->dispatch(d);
         for (const placement::Admission& a : t.policy->decided) {
-            const placement::ExpertKey A = a.admit;
-            if (t.tier[A] == placement::Tier::ssd) {
+            // Where the engine put the victim (the pool if it had room, else the SSD), and the
+            // slots of the move (placement/tier_book.hpp).
+            const placement::Tier victim_to = a.evicts ? t.engine->tier(a.evict) : placement::Tier::ssd;
+            if (t.book->tier(a.admit) == placement::Tier::ssd) {
                 start_copies();
-                promote_from_ssd(a);
+                promote_from_ssd(a, victim_to);
                 continue;
             }
-            if (t.tier[A] != placement::Tier::host) throw_internal("expert tiers: admitted an expert not in the pool");
             start_copies();
-            const std::uint32_t p = t.slot[A];
-            std::uint8_t* pool_host = static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(p) * sb;
-            const std::uint8_t* pool_dev = static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(p) * sb;
+            const placement::TierBook::Move m = t.book->admit(a, victim_to);
+            std::uint8_t* pool_host = static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(m.from_slot) * sb;
+            std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(m.gpu_slot) * sb;
             const Stream& cs = t.copy_stream;
-            std::uint32_t s = 0;
-            if (a.evicts) {
-                const placement::ExpertKey B = a.evict;
-                if (t.tier[B] != placement::Tier::gpu || t.engine->tier(B) != placement::Tier::host)
-                    throw_internal("expert tiers: a victim not in the slab, or not demoted to the pool");
-                s = t.slot[B];
-                std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
+            if (m.evicts) {  // the victim goes into the pool slot the promoted expert leaves
                 cs.copy(t.staging.data(), slab_at, sb);    // the victim out of its slot
                 cs.copy(slab_at, pool_host, sb);           // the promoted expert in
                 cs.copy(pool_host, t.staging.data(), sb);  // the victim into the pool slot it left
-                t.tier[B] = placement::Tier::host;
-                t.slot[B] = p;
-                point(B, pool_dev);
+                point(m.evict, static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(m.evict_slot) * sb);
                 t.moved_bytes += 2 * sb;
             } else {
-                if (t.free_slab.empty()) throw_internal("expert tiers: an admission into a full slab");
-                s = t.free_slab.back();
-                t.free_slab.pop_back();
-                cs.copy(t.slab.as<std::uint8_t>() + std::size_t(s) * sb, pool_host, sb);
-                t.free_pool.push_back(p);
+                cs.copy(slab_at, pool_host, sb);
                 t.moved_bytes += sb;
             }
-            t.tier[A] = placement::Tier::gpu;
-            t.slot[A] = s;
-            point(A, t.slab.as<std::uint8_t>() + std::size_t(s) * sb);
+            point(m.admit, slab_at);
             ++t.moves;
         }
     }
@@ -179,48 +166,33 @@ void GpuModel::Impl::move_experts(int n) {
 // An SSD expert admitted into the slab (demand promotion of what a layer just read): its bytes
 // come from its staging slot (read again if a later layer of the call took the slot) into a
 // free slab slot or its victim's; the victim goes to the pool where the engine found it room,
-// else back to the SSD (its entry null). The copies go on the copy stream like the pool's
-// (after call_done: the caller's start_copies), in order: victim out, then the promoted expert
-// in; the table entries change in table_host, uploaded with the pass. The host then waits for
-// the copy stream before it releases the staging slot, since the next call's reads overwrite
-// staging slots from the host, which no event orders.
-void GpuModel::Impl::promote_from_ssd(const placement::Admission& a) {
+// else back to the SSD (its entry null; read from the container when routed to again, like
+// any SSD expert: ssd_tier.cpp knows every expert's extent, and its layer now stages after
+// its router). The copies go on the copy stream like the pool's (after call_done: the
+// caller's start_copies), in order: victim out, then the promoted expert in; the table
+// entries change in table_host, uploaded with the pass. The host then waits for the copy
+// stream before it releases the staging slot, since the next call's reads overwrite staging
+// slots from the host, which no event orders.
+void GpuModel::Impl::promote_from_ssd(const placement::Admission& a, placement::Tier victim_to) {
     ExpertTiers& t = *tiers;
     const std::size_t sb = t.slot_bytes;
-    const placement::ExpertKey A = a.admit;
-    const std::uint8_t* bytes = staged_bytes(A);
+    const std::uint8_t* bytes = staged_bytes(a.admit);  // before the book moves it off the SSD
+    const placement::TierBook::Move m = t.book->admit(a, victim_to);
     const Stream& cs = t.copy_stream;
-    std::uint32_t s = 0;
-    if (a.evicts) {
-        const placement::ExpertKey B = a.evict;
-        if (t.tier[B] != placement::Tier::gpu) throw_internal("expert tiers: a victim not in the slab");
-        s = t.slot[B];
-        const std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
-        if (t.engine->tier(B) == placement::Tier::host) {
-            if (t.free_pool.empty()) throw_internal("expert tiers: a victim demoted into a full pool");
-            const std::uint32_t p = t.free_pool.back();
-            t.free_pool.pop_back();
-            cs.copy(static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(p) * sb, slab_at, sb);
-            t.tier[B] = placement::Tier::host;
-            t.slot[B] = p;
-            table_host[B] = static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(p) * sb;
+    std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(m.gpu_slot) * sb;
+    if (m.evicts) {
+        if (m.evict_to == placement::Tier::host) {
+            cs.copy(static_cast<std::uint8_t*>(t.pool.data()) + std::size_t(m.evict_slot) * sb, slab_at, sb);
+            table_host[m.evict] = static_cast<const std::uint8_t*>(t.pool.device_data()) + std::size_t(m.evict_slot) * sb;
             t.moved_bytes += sb;
         } else {
-            t.tier[B] = placement::Tier::ssd;
-            table_host[B] = nullptr;
+            table_host[m.evict] = nullptr;
         }
-    } else {
-        if (t.free_slab.empty()) throw_internal("expert tiers: an admission into a full slab");
-        s = t.free_slab.back();
-        t.free_slab.pop_back();
     }
-    std::uint8_t* slab_at = t.slab.as<std::uint8_t>() + std::size_t(s) * sb;
     cs.copy(slab_at, bytes, sb);
-    t.tier[A] = placement::Tier::gpu;
-    t.slot[A] = s;
-    table_host[A] = slab_at;
+    table_host[m.admit] = slab_at;
     cs.synchronize();  // the staging slot's bytes are in the slab: it may be reused
-    t.ssd->slots->release(A);
+    t.ssd->slots->release(m.admit);
     t.moved_bytes += sb;
     ++t.moves;
     ++t.ssd->promoted;

@@ -27,14 +27,14 @@ bool ends_with(std::string_view s, std::string_view tail) {
 }  // namespace
 
 // Why the container's extents cannot be read straight into a staging slot (empty: they can):
-// every SSD expert's w1, w2, w3 must lie where the GPU's layout puts them in its extent.
+// every expert's w1, w2, w3 must lie where the GPU's layout puts them in its extent. Every
+// expert, not only those on the SSD at load: the mover drops slab experts to the SSD.
 static std::string container_mismatch(const Container& file, const ExpertTiers& t, const ExtentLayout& layout,
                                       std::size_t w13, std::size_t w2, SsdTier& s) {
-    const std::size_t keys = t.tier.size();
+    const std::size_t keys = t.book->tiers().size();
     s.file_offset.assign(keys, 0);
     s.file_size.assign(keys, 0);
     for (std::size_t k = 0; k < keys; ++k) {
-        if (t.tier[k] != placement::Tier::ssd) continue;
         const std::uint32_t l = std::uint32_t(k / t.experts), e = std::uint32_t(k % t.experts);
         const ExpertExtent* x = file.find_expert(ExpertKey{false, l, e});
         const std::string name = "expert " + std::to_string(e) + " of layer " + std::to_string(l);
@@ -64,9 +64,6 @@ void GpuModel::Impl::setup_ssd() {
     ExpertTiers& t = *tiers;
     if (t.plan.ssd_experts == 0) return;
     auto s = std::make_unique<SsdTier>();
-    s->layer_has.assign(std::size_t(t.layers), false);
-    for (std::size_t k = 0; k < t.tier.size(); ++k)
-        if (t.tier[k] == placement::Tier::ssd) s->layer_has[k / std::size_t(t.experts)] = true;
     s->stride = t.plan.staging_slot_bytes(t.inputs);
     std::string why_mapped;
     const auto* file = dynamic_cast<const ContainerTensorReader*>(weights_src);
@@ -75,8 +72,8 @@ void GpuModel::Impl::setup_ssd() {
     } else {
         why_mapped = container_mismatch(file->container(), t, extent, w13_bytes, w2_bytes, *s);
         // The model's bytes must be the file's (a model loaded from another file than the reader's).
-        for (std::size_t k = 0; why_mapped.empty() && k < t.tier.size(); ++k) {
-            if (t.tier[k] != placement::Tier::ssd) continue;
+        for (std::size_t k = 0; why_mapped.empty() && k < t.book->tiers().size(); ++k) {
+            if (t.book->tier(placement::ExpertKey(k)) != placement::Tier::ssd) continue;
             const int l = int(k / std::size_t(t.experts)), e = int(k % std::size_t(t.experts));
             std::vector<std::uint8_t> mine(extent.bytes, 0);
             fill_extent(l, e, mine.data());
@@ -184,7 +181,7 @@ std::vector<placement::ExpertKey> GpuModel::Impl::ssd_keys(int l, std::span<cons
         if (id < 0 || id >= E)
             throw_internal("expert tiers: the router chose expert " + std::to_string(id) + " of layer " + std::to_string(l));
         const placement::ExpertKey key = placement::ExpertKey(l) * E + placement::ExpertKey(id);
-        if (t.tier[key] == placement::Tier::ssd && std::find(keys.begin(), keys.end(), key) == keys.end())
+        if (t.book->tier(key) == placement::Tier::ssd && std::find(keys.begin(), keys.end(), key) == keys.end())
             keys.push_back(key);
     }
     return keys;
@@ -211,7 +208,7 @@ void GpuModel::Impl::read_ahead_ssd(std::span<const std::int32_t> toks) {
     bool full = false;
     for (int l = first_layer; l < run_end(); ++l) {
         s.ahead[l].clear();
-        if (full || !layers[l].hash || !s.layer_has[l]) continue;
+        if (full || !layers[l].hash || tiers->book->ssd_in_layer(std::uint32_t(l)) == 0) continue;
         std::vector<placement::ExpertKey> keys = hash_ssd_keys(l);
         if (all.size() + keys.size() > s.slots->slots()) {
             full = true;
@@ -243,8 +240,10 @@ void GpuModel::Impl::read_ahead_ssd(std::span<const std::int32_t> toks) {
 void GpuModel::Impl::stage_ssd(int l, int n) {
     if (!tiers || !tiers->ssd) return;
     SsdTier& s = *tiers->ssd;
-    // The MTP layer (layers[num_layers], forward_mtp.cpp) keeps its experts in the arena.
-    if (l < 0 || std::size_t(l) >= s.layer_has.size() || !s.layer_has[l]) return;
+    // The MTP layer (layers[num_layers], forward_mtp.cpp) keeps its experts in the arena. A layer
+    // with no expert on the SSD now (the book's count follows the mover's promotions and drops)
+    // needs no staging.
+    if (l < 0 || l >= tiers->layers || tiers->book->ssd_in_layer(std::uint32_t(l)) == 0) return;
     if (s.ahead_done[l]) {  // this call's read-ahead (start_part): once, the layer runs once a call
         s.ahead_done[l] = false;
         return stage_keys(s.ahead[l], false);

@@ -24,6 +24,11 @@
 // per layer and call, whatever its token count (a dispatch's SSD experts all fit: one layer's
 // worth of staging slots).
 //
+// Which layers stop: those with an expert on the SSD now (placement::TierBook::ssd_in_layer,
+// expert_tiers.hpp), counting the experts a moving policy dropped from the slab back to the SSD
+// (the mover: forward_tiers.cpp); such an expert is read from its extent like any other, so
+// every expert's extent is known, not only those on the SSD at load.
+//
 // Reuse of a slot: its bytes are overwritten (an evicting grant) only when no queued kernel may
 // still read it: at a non-hash layer the ids' synchronize has just drained the stream; elsewhere
 // (hash layers, the read-ahead, the mover) the stream is synchronized first whenever a grant
@@ -45,14 +50,15 @@
 namespace aff::gpu::fwd {
 
 struct SsdTier {
-    std::vector<std::uint64_t> file_offset, file_size;  // per key (layer · E + expert), with a reader
+    // Per key (layer · E + expert), with a reader: every expert's, not only those on the SSD at
+    // load, since the mover drops slab experts back to the SSD (read from the file when routed to).
+    std::vector<std::uint64_t> file_offset, file_size;
     std::size_t stride = 0;                        // one staging slot: 4096-aligned
     PinnedBuffer staging;                          // slots × stride, mapped
     // Declared after the staging: destroyed first, its threads finish every queued read into it.
     std::unique_ptr<ExtentReader> reader;          // null: filled from the mapped source
     std::unique_ptr<placement::StagingSlots> slots;
     std::vector<std::vector<std::uint64_t>> pieces;  // per slot: the reads in flight into it (tickets)
-    std::vector<bool> layer_has;                   // per layer: any expert of it on the SSD
     std::string source;                            // where the reads come from (the start-up line)
 
     // This call: the tokens (hash layers' experts), and per layer the keys the read-ahead staged.
