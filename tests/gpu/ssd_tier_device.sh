@@ -6,8 +6,10 @@
 # aff-run's flags on a 4-layer, 16-expert container of V4-Flash's geometry written into OUT (64
 # experts of 9043968 bytes, 8.625 MiB; layers 0-2 hash-routed, 3 learned): all resident, then
 # with the slab capped by --gpu-expert-mib and the pool by --host-pool-mib so that experts land
-# on the SSD: 36 MiB each (4 slots each, 56 experts on the SSD) with the mover demand and static,
-# and 0 and 0 (all 64 on the SSD). Every prompt position's and forced step's logits
+# on the SSD: 36 MiB each (4 slots each, 56 experts on the SSD) with the mover static, demand and
+# heat, 36 MiB of slab and no pool (60 on the SSD: every victim dropped back there) with demand
+# and heat, and 0 and 0 (all 64 on the SSD). The moving cases (issue 17) must run the strategy
+# asked for (the start-up line names it) and demand must promote from the SSD. Every prompt position's and forced step's logits
 # (--logits-out: a 40-token prompt, 8 forced steps) must equal the all-resident run's byte for
 # byte (cmp); the start-up line must say how many experts are on the SSD and that they are read
 # with O_DIRECT, the end line give the SSD reads. Prints the O_DIRECT read rate of the disk (dd,
@@ -54,7 +56,8 @@ if ! run resident; then
   note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
   exit 1
 fi
-for case in "small-demand 36 36 demand 56" "small-static 36 36 static 56" "none-static 0 0 static 64"; do
+for case in "small-static 36 36 static 56" "small-demand 36 36 demand 56" "small-heat 36 36 heat 56" \
+  "nopool-demand 36 0 demand 60" "nopool-heat 36 0 heat 60" "none-static 0 0 static 64"; do
   read -r name slab pool strategy ssd <<<"$case"
   t0=$SECONDS
   if ! run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy"; then
@@ -67,6 +70,10 @@ for case in "small-demand 36 36 demand 56" "small-static 36 36 static 56" "none-
   grep -q " $ssd on the SSD" "$out/$name.err" || verdict="FAIL the start-up line does not say $ssd on the SSD"
   grep -q 'SSD experts by O_DIRECT reads' "$out/$name.err" || verdict="FAIL the SSD experts are not read with O_DIRECT"
   grep -q '; SSD: [1-9][0-9]* expert reads' "$out/$name.err" || verdict="FAIL no SSD reads in the end line"
+  grep -q "; placement $strategy" "$out/$name.err" || verdict="FAIL the start-up line does not name placement $strategy"
+  if [ "$strategy" = demand ] && ! grep -q ' [1-9][0-9]* promoted' "$out/$name.err"; then
+    verdict="FAIL demand promoted nothing from the SSD"
+  fi
   [ "$verdict" = PASS ] || rc=1
   note "$verdict aff-run --gpu-expert-mib $slab --host-pool-mib $pool --placement-strategy $strategy ($((SECONDS - t0)) s): $(grep -o 'SSD: [^;]*' "$out/$name.err" | tail -1)"
 done

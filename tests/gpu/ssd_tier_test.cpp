@@ -8,7 +8,10 @@
 // (the prefill GEMMs), greedy decode steps (graphs asked for: the SSD model turns them off), a
 // 3-token chunk (the GEMVs), an 80-token chunk,
 // more steps, then two sequences decoded together (batch 2). Configurations: slab and pool capped (GpuTierOptions::slab_cap, host_pool) at none,
-// a few or half the experts, the mover static, demand or heat. Rows:
+// a few or half the experts, the mover static, demand or heat (both moving ones with and without
+// a pool; with no profile the experts are placed in key order, so where slab and pool hold a
+// layer's worth the first layer, hash-routed, has no SSD expert at load and the mover's drops
+// put some there: the read-ahead path after moves). Rows:
 //   - every logit equals the reference's bit for bit (floats differing, 0);
 //   - the plan is plan_tiers(inputs), its SSD count = experts - slab - pool, and that many table
 //     entries are on the SSD at load;
@@ -17,7 +20,13 @@
 //   - the hash layers' read-ahead issued reads and the learned layers synchronized after their
 //     router (where they have SSD experts);
 //   - no decode graph captured (graphs off with SSD experts);
-//   - demand promoted SSD experts into the slab (> 0) where it has a slab.
+//   - the mover runs the strategy asked for (the report names it: no longer held to static);
+//   - demand promoted SSD experts into the slab (> 0) where it has a slab, and dropped victims
+//     back to the SSD (> 0: the pool is full or absent), which later calls read from the file
+//     again (the byte row above counts every read at the extent's size: issue 17's wrong logits
+//     came from such a dropped expert read as 0 bytes, its illegal address from the dropped
+//     expert's layer, which had no SSD expert at load, never staging it);
+//   - heat moved experts (> 0).
 // Prints ms per decode step and the end-of-run line for each configuration.
 #include "device_test.hpp"
 #include "wide_container.hpp"
@@ -158,8 +167,14 @@ void ssd_on(const std::string& label, const std::string& path, bool has_learned_
                 if (has_learned_layer)
                     add(rows, "ssd_tier", what + ": router syncs of the learned layers (0 = none)", r.ssd_syncs > 0 ? 0.0 : 1.0, 0.0);
             }
-            if (std::string(cf.strategy) == "demand" && cf.slab > 0)
+            add(rows, "ssd_tier", what + ": the mover's strategy is the one asked (1 = not)", r.strategy == cf.strategy ? 0.0 : 1.0,
+                0.0);
+            if (std::string(cf.strategy) == "demand" && cf.slab > 0) {
                 add(rows, "ssd_tier", what + ": demand promoted from the SSD (0 = none)", r.ssd_promoted > 0 ? 0.0 : 1.0, 0.0);
+                add(rows, "ssd_tier", what + ": victims dropped back to the SSD (0 = none)", r.counters.drops > 0 ? 0.0 : 1.0, 0.0);
+            }
+            if (std::string(cf.strategy) == "heat" && cf.slab > 0)
+                add(rows, "ssd_tier", what + ": heat moved experts (0 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
             std::printf("ssd_tier: %s: %.3f ms a decode step, %.2f s the whole script; %s\n", what.c_str(), got.step_ms, seconds,
                         r.summary().c_str());
             if (&cf == &configs.front()) std::printf("ssd_tier: %s\n", r.describe().c_str());
@@ -180,6 +195,8 @@ AFF_DEVICE_TEST("ssd_tier") {
                    {{"all on the SSD", 0, 0, "static"},
                     {"one slab, one pool slot", 1, 1, "static"},
                     {"two slab slots, no pool", 2, 0, "demand"},
+                    {"two slab slots, no pool", 2, 0, "heat"},
+                    {"two slab, two pool slots", 2, 2, "demand"},
                     {"two slab, two pool slots", 2, 2, "heat"}},
                    rows);
         });
@@ -198,7 +215,11 @@ AFF_DEVICE_TEST("ssd_tier") {
         std::printf("ssd_tier: V4-Flash geometry, 4 layers of 16 experts written in %.1f s under %s\n",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), tmp.path.c_str());
         ssd_on("V4 geometry 4x16", g.out_path, true,
-               {{"all on the SSD", 0, 0, "static"}, {"8 slab, 8 pool", 8, 8, "demand"}, {"16 slab, no pool", 16, 0, "heat"}},
+               {{"all on the SSD", 0, 0, "static"},
+                {"8 slab, 8 pool", 8, 8, "demand"},
+                {"8 slab, 8 pool", 8, 8, "heat"},
+                {"16 slab, no pool", 16, 0, "demand"},
+                {"16 slab, no pool", 16, 0, "heat"}},
                rows);
     } catch (const std::exception& e) {
         rows.push_back({"ssd_tier", std::string("V4 geometry container threw: ") + e.what(), INFINITY, 0.0, false});
