@@ -56,6 +56,10 @@ void GpuModel::Impl::plan_state() {
         if (a.has_indexer) comp(a.indexer, st.indexer, true);
         layer_bytes[l] += state_bytes - before;
     }
+    // The MTP layer's ring lives in its own state buffer (new_mtp_state), not in the trunk's.
+    // Set here, not in plan_mtp: that runs with the weights, before this sizes state_refs (the
+    // MTP layer's first device run crashed writing into the still-empty vector).
+    if (has_mtp) state_refs[c.num_layers].ring = mtp.ring;
 }
 
 fwd::ActivationShape GpuModel::Impl::activation_shape() const {

@@ -58,9 +58,7 @@ void GpuModel::Impl::plan_mtp(const TensorReader* ck) {
     mtp.store = take(std::size_t(W) * hc * D);
     mtp.out = take(std::size_t(hc) * D);
     mtp.bytes = at;
-    state_refs[L] = {};
-    state_refs[L].ring = mtp.ring;
-    has_mtp = true;
+    has_mtp = true;  // plan_state, which runs after the weights, points state_refs[L] at mtp.ring
 }
 
 GpuModel::Impl& GpuModel::mtp_part(const GpuDecodeState* mtp, const char* what) const {
