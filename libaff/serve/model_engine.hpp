@@ -82,7 +82,7 @@ public:
     void set_route_recorder(std::unique_ptr<trace::RouteRecorder> recorder);
     // Another watcher of the routing (aff-serve's live view): `observer` takes the recorder's
     // place on the backend and must pass every event on to route_recorder() (null: none).
-    // Throws unsupported where the backend has no route hook (the GPU forward).
+    // Both backends have the hook (the GPU forward's from its route ring).
     void set_route_observer(RouteObserver* observer) { sequence_->set_route_observer(observer); }
     RouteObserver* route_recorder() const { return recorder_.get(); }
     // For the start-up line: "prefix cache 4.00 GiB", "prefix cache off", or why there is none.
