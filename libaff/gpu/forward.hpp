@@ -337,8 +337,9 @@ public:
     // The expert tiers: the plan, where the experts are, the mover's counters (tiered false
     // when every expert is in the weight arena).
     GpuTierReport tiers() const;
-    // The tier of each routed expert, layer-major ([layer * n_routed_experts + expert]), from
-    // the address its table entry points at (forward_tier_map.cpp); empty when not tiered.
+    // The tier of each routed expert of the main layers, layer-major ([layer * n_routed_experts
+    // + expert]), from the address its table entry points at (forward_tier_map.cpp); empty when
+    // not tiered.
     std::vector<placement::Tier> expert_tier_map() const;
 
     // Rewind (speculative decoding: going back past rejected draft tokens): before a call of
