@@ -151,14 +151,18 @@ AFF_DEVICE_TEST("snapshot") {
     const auto cpu_snap = cb->snapshot();
     add(rows, "snapshot", "backend: a CPU snapshot into the GPU backend: usage error",
         usage_error([&] { gb->restore(*cpu_snap); }), 0.0);
-    // Rewind through the GPU Sequence (for now a host snapshot per call is its undo record):
-    // decode steps rewound by 3, then a call of 6 (GEMM path) rewound into its middle (the
+    // Rewind through the GPU Sequence (its undo records: device copies, recycled once the log
+    // drops them): decode steps rewound by 3, then a call of 6 rewound into its middle (the
     // first 3 run again as their own call), against a fresh sequence making the calls that
-    // reach the same positions; a rewind past the depth is refused.
+    // reach the same positions; a rewind past the depth is refused. The fresh one keeps the
+    // same depth: while a sequence keeps undo records all its calls take the GEMVs
+    // (gpu_sequence.hpp), so at depth 0 its prompt of 20 would take the GEMMs and every
+    // float after it would differ for that reason alone.
     {
         auto rs = aff::open_sequence(*cpu, dir, on_gpu, {});
         auto fr = aff::open_sequence(*cpu, dir, on_gpu, {});
         rs->set_rewind_depth(8);
+        fr->set_rewind_depth(8);
         const std::vector<std::int32_t> p20 = random_tokens(20, V), steps = random_tokens(5, V),
                                          six = random_tokens(6, V), next = random_tokens(2, V);
         rs->forward(p20, false);
