@@ -18,6 +18,7 @@
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/runtime/open_sequence.hpp"
 #include "libaff/runtime/prompt_limits.hpp"
+#include "libaff/runtime/route_phase.hpp"
 #include "libaff/runtime/sampler.hpp"
 #include "libaff/runtime/token_list.hpp"
 #include "libaff/trace/recorder.hpp"
@@ -158,7 +159,6 @@ int main(int argc, char** argv) {
         if (!route_trace.empty() && fwd.no_routed_experts && aff::gpu_support_built() && gpu.gpus != 0)
             aff::throw_usage("--route-trace with --no-routed-experts records on the CPU path only (no router runs on "
                              "the GPU): add --gpus 0");
-        aff::check_draft_with_route_trace(draft, !route_trace.empty());
         if (!prompt_file.empty()) aff::check_prompt_file(prompt_file);
         if (!logits_out.empty()) aff::check_output_path(logits_out);
         if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
@@ -196,9 +196,8 @@ int main(int argc, char** argv) {
         aff::BackendOptions backend_options;
         aff::cli::set_backend(gpu, backend_options);
         auto backend = aff::open_sequence(*model, model_path, backend_options, fwd);
-        // Chat turns, forced continuations and route traces (which would record the routing of
-        // rejected guesses) run without drafts.
-        const bool may_draft = !chat && gen.forced.empty() && route_trace.empty();
+        // Chat turns and forced continuations run without drafts.
+        const bool may_draft = !chat && gen.forced.empty();
         aff::OpenedDrafter drafter;
         if (may_draft) drafter = aff::open_drafter(draft, *model, *backend);
         const double load_seconds = seconds_since(load_start);
@@ -279,12 +278,11 @@ int main(int argc, char** argv) {
             if (!aff::ui::install_route_heat([&](aff::RouteObserver* o) { backend->set_route_observer(o); }, *heat))
                 heat.reset();
         }
-        // The first call runs the prompt; every later one a generated token.
-        if (recorder) recorder->begin(0, aff::trace::Phase::prefill);
-        cb.between_dispatches = [&](const aff::Dispatch&) {
-            if (recorder) recorder->begin(0, aff::trace::Phase::decode);
-            tiers.between_calls(*backend);
-        };
+        // The loop says what each call runs: the prompt, a generated token, a verify call or a
+        // rewind's replay.
+        if (recorder)
+            cb.before_dispatch = [&](const aff::Dispatch& d) { recorder->begin(0, aff::route_phase(d.kind)); };
+        cb.between_dispatches = [&](const aff::Dispatch&) { tiers.between_calls(*backend); };
         cb.drafter = drafter.drafter.get();
         board.publish_drafts({cb.drafter != nullptr});  // off, or no verify call yet
         // The dashboard's Drafts panel, as the verify calls go.

@@ -95,7 +95,6 @@ int main(int argc, char** argv) {
         if (test_engine == !engine.model_path.empty())
             aff::throw_usage("give exactly one of --model PATH or --test-engine");
         if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
-        aff::check_draft_with_route_trace(draft, !engine.route_trace.empty());
         engine.threads = threads;
         engine.draft = draft;
         aff::cli::set_backend(gpu, engine.backend);

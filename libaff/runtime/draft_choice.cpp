@@ -36,12 +36,6 @@ void check_draft_tokens(std::size_t tokens) {
                     std::to_string(tokens));
 }
 
-void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes) {
-    if (recording_routes && (choice.mode == DraftMode::mtp || choice.mode == DraftMode::dspark))
-        throw_usage(std::string("--draft ") + (choice.mode == DraftMode::mtp ? "mtp" : "dspark") +
-                    " and --route-trace: route traces are recorded without drafts; add --draft off");
-}
-
 OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend) {
     check_draft_tokens(choice.max_tokens);
     OpenedDrafter out;

@@ -42,10 +42,6 @@ DraftMode parse_draft_mode(std::string_view text);
 // Throws usage for a draft length outside 1 .. max_draft_tokens.
 void check_draft_tokens(std::size_t tokens);
 
-// A route trace would record the routing of rejected guesses, so traced runs go without
-// drafts: throws usage for "mtp" or "dspark" while recording one.
-void check_draft_with_route_trace(const DraftChoice& choice, bool recording_routes);
-
 struct OpenedDrafter {
     std::unique_ptr<Drafter> drafter;  // null: no drafting
     std::string description;           // "mtp, up to 3 draft tokens" or why there is none

@@ -68,6 +68,7 @@ private:
 
 std::vector<float> Loop::dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind) {
     const std::int64_t at = seq_.position();
+    if (h_.before_dispatch) h_.before_dispatch(Dispatch{kind, at, tokens.size(), 0});
     const auto t0 = Clock::now();
     std::vector<float> logits = seq_.forward(tokens, all_logits);
     const double seconds = seconds_since(t0);
@@ -96,7 +97,12 @@ bool Loop::take_guess(std::int32_t token) {
 
 void Loop::drop_guesses() {
     if (guesses_.empty()) return;
-    if (seq_.position() > position_) seq_.rewind(position_);
+    if (seq_.position() > position_) {
+        // The verify call ran at position_ - next_ - 1 (its first token, then the guesses).
+        const std::int64_t call = position_ - std::int64_t(next_) - 1;
+        if (h_.before_dispatch) h_.before_dispatch(Dispatch{Dispatch::Kind::replay, call, next_ + 1, 0});
+        seq_.rewind(position_);
+    }
     note_verified(guesses_.size(), next_);
     guesses_.clear();
     next_ = 0;

@@ -10,7 +10,9 @@
 //   - a Drafter (drafter.hpp) proposes tokens; the loop verifies them in one forward call,
 //     keeps what the model agrees with and rewinds the sequence past the rest;
 //   - between_dispatches runs after every forward call returns and before the next one is
-//     issued: where a placement engine may move experts, and an observer time the calls.
+//     issued: where a placement engine may move experts, and an observer time the calls;
+//   - before_dispatch runs before every forward call, and before a rewind (which may run
+//     tokens again): where a route trace learns what the next call's tokens are.
 #pragma once
 
 #include "libaff/runtime/drafter.hpp"
@@ -66,9 +68,13 @@ struct GenerationStep {
 enum class FinishReason { stop, length, cancelled };
 const char* to_string(FinishReason reason);
 
-// One forward call the loop made, as between_dispatches sees it.
+// One forward call the loop made, as between_dispatches sees it (before_dispatch: one it is
+// about to make, seconds 0). replay is before_dispatch's only: a rewind into a verify call
+// that kept some of its guesses (or only its first token) goes back to the call's start and
+// runs those again (undo_log.hpp); `tokens` is how many a rewind of that kind re-runs (a
+// sequence that rewinds otherwise may run none).
 struct Dispatch {
-    enum class Kind { prompt, decode, verify };
+    enum class Kind { prompt, decode, verify, replay };
     Kind kind = Kind::decode;
     std::int64_t position = 0;  // of its first token
     std::size_t tokens = 0;
@@ -88,6 +94,8 @@ struct GenerateHooks {
     std::function<bool()> cancelled;
     // After every forward call (placement, observers).
     std::function<void(const Dispatch&)> between_dispatches;
+    // Before every forward call and every rewind (route traces label the calls' tokens).
+    std::function<void(const Dispatch&)> before_dispatch;
     // After each verified proposal of the drafter, the statistics so far (live acceptance).
     std::function<void(const GenerateStats&)> on_verified;
     Drafter* drafter = nullptr;

@@ -40,6 +40,7 @@ void PrefixCachedSequence::set_prefix_cache(std::size_t bytes) {
 void PrefixCachedSequence::reset() {
     backend_->reset();
     fresh_ = true;
+    next_phase_ = trace::Phase::decode;
     cached_tokens_ = 0;
     sequence_valid_ = false;
     sequence_.clear();
@@ -52,7 +53,8 @@ void PrefixCachedSequence::set_route_recorder(trace::RouteRecorder* recorder) {
 
 std::vector<float> PrefixCachedSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
     const bool prompt = fresh_;
-    if (recorder_) recorder_->begin(trace_sequence_, prompt ? trace::Phase::prefill : trace::Phase::decode);
+    if (recorder_) recorder_->begin(trace_sequence_, prompt ? trace::Phase::prefill : next_phase_);
+    next_phase_ = trace::Phase::decode;
     fresh_ = false;
     sequence_valid_ = false;
     std::vector<float> logits;
@@ -100,7 +102,9 @@ std::vector<float> PrefixCachedSequence::run_prompt(std::span<const std::int32_t
 
 void PrefixCachedSequence::rewind_to(std::int64_t position) {
     sequence_valid_ = false;
+    if (recorder_) recorder_->begin(trace_sequence_, trace::Phase::replay);  // a rewind into a call runs part of it again
     backend_->rewind(position);
+    next_phase_ = trace::Phase::decode;
     sequence_.resize(static_cast<std::size_t>(position));
     sequence_valid_ = true;
 }

@@ -53,8 +53,12 @@ public:
     std::optional<TierStats> published_tier_stats() const;
 
     // --route-trace (not owned; null: none): each generation is one sequence of the trace,
-    // its prompt prefill and every later call decode; end_sequence() publishes the file.
+    // its prompt prefill, a later call decode unless label_next_call said otherwise, and the
+    // tokens a rewind runs again replay; end_sequence() publishes the file.
     void set_route_recorder(trace::RouteRecorder* recorder);
+    // The trace phase of the next forward call after the prompt (the generation loop's
+    // before_dispatch: a verify call's tokens are draft-verify); one call only.
+    void label_next_call(trace::Phase phase) { next_phase_ = phase; }
 
     // Sets the prefix cache's budget (0: off) and drops what it held. Without a call there is
     // no cache.
@@ -90,6 +94,7 @@ private:
     std::size_t cached_tokens_ = 0;
     trace::RouteRecorder* recorder_ = nullptr;
     std::uint32_t trace_sequence_ = 0;
+    trace::Phase next_phase_ = trace::Phase::decode;
     mutable std::mutex stats_mutex_;       // guards stats_ and tier_stats_, read by the /metrics thread
     std::optional<PrefixCacheStats> stats_;
     std::optional<TierStats> tier_stats_;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "libaff/runtime/drafter.hpp"
+#include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/sequence.hpp"
 #include "libaff/runtime/text_stream.hpp"
 #include "libaff/serve/prefix_cache.hpp"
@@ -112,6 +113,9 @@ public:
 
     // The drafter generations on sequence() use for speculative decoding; null: none.
     virtual Drafter* drafter() { return nullptr; }
+    // The generation loop is about to make this forward call or rewind on sequence()
+    // (generate.hpp's before_dispatch): an engine recording a route trace labels it.
+    virtual void before_dispatch(const Dispatch& dispatch) { (void)dispatch; }
 
     // Prompt tokens the last prompt took from the prefix cache instead of computing them.
     virtual std::size_t cached_tokens() const { return 0; }

@@ -26,6 +26,10 @@ GenerationResult generate(Engine& engine, const std::vector<std::int32_t>& promp
     options.constraint = params.constraint;
     GenerateHooks with_drafter = hooks;
     if (!with_drafter.drafter) with_drafter.drafter = engine.drafter();
+    with_drafter.before_dispatch = [&engine, inner = hooks.before_dispatch](const Dispatch& d) {
+        engine.before_dispatch(d);
+        if (inner) inner(d);
+    };
     const GenerateStats stats = aff::generate(sequence, options, with_drafter);
     result.finish = stats.finish;
     result.cached_tokens = engine.cached_tokens();

@@ -45,17 +45,13 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     auto model = load_model_with_draft(options.model_path, draft_model_to_load(options.draft, options.model_path), *pool,
                                       options.forward);
     auto backend = open_sequence(*model, options.model_path, options.backend, options.forward);
-    // A route trace would record the routing of rejected guesses: it records runs without drafts.
-    check_draft_with_route_trace(options.draft, !options.route_trace.empty());
-    DraftChoice draft = options.draft;
-    if (!options.route_trace.empty()) draft.mode = DraftMode::off;
     // The drafter watches the backend itself (under the prefix cache), so it is opened once the
     // engine owns the backend: a drafter opened before would outlive a backend that an engine
     // refusing the tokenizer destroyed, and detach from it when unwound.
     Sequence& watched = *backend;
     auto engine = std::make_unique<ModelEngine>(std::move(pool), std::move(model), std::move(backend), std::move(*tok),
                                                 id_from_path(options.model_path));
-    OpenedDrafter drafter = open_drafter(draft, engine->model(), watched);
+    OpenedDrafter drafter = open_drafter(options.draft, engine->model(), watched);
     engine->set_prefix_cache(options.prefix_cache_bytes);
     engine->model_path_ = options.model_path;
     engine->drafter_ = std::move(drafter.drafter);

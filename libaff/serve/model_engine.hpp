@@ -12,6 +12,7 @@
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/draft_choice.hpp"
 #include "libaff/runtime/open_sequence.hpp"
+#include "libaff/runtime/route_phase.hpp"
 #include "libaff/serve/cached_sequence.hpp"
 #include "libaff/serve/engine.hpp"
 #include "libaff/trace/recorder.hpp"
@@ -71,6 +72,7 @@ public:
     Sequence& sequence() override { return *sequence_; }
     // Snapshots the sequence as it ends (prompt and generated tokens), unless cached.
     void end_sequence() override { sequence_->end_sequence(); }
+    void before_dispatch(const Dispatch& d) override { sequence_->label_next_call(route_phase(d.kind)); }
     std::size_t cached_tokens() const override { return sequence_->cached_tokens(); }
     std::optional<PrefixCacheStats> prefix_cache_stats() const override { return sequence_->prefix_cache_stats(); }
     std::optional<TierStats> tier_stats() const override { return sequence_->published_tier_stats(); }

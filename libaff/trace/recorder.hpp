@@ -2,8 +2,8 @@
 // route_observer.hpp) that gathers one step record per forward call (every main layer the
 // call ran, each token's K experts and gate weights as the router produced them) and
 // hands it to a RouteTraceWriter. The caller says before each call which sequence and
-// phase its tokens belong to (aff-run: the prompt is prefill, each generated token decode;
-// aff-serve: per request). Copies ids and weights only: nothing the forward computes changes.
+// phase its tokens belong to (the generation loop says what each call is: runtime/route_phase.hpp;
+// aff-serve: a sequence per request). Copies ids and weights only: nothing the forward computes changes.
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"

@@ -86,7 +86,7 @@ void parse_steps(const TraceHeader& h, std::span<const std::uint8_t> p, std::uin
                 t.token = static_cast<std::uint32_t>(get(q, 4));
                 t.sequence = static_cast<std::uint32_t>(get(q + 4, 4));
                 t.position = static_cast<std::uint32_t>(get(q + 8, 4));
-                if (q[12] > 2) throw_format("token " + num(i) + ": phase " + num(q[12]) + " is not defined");
+                if (q[12] >= kPhases) throw_format("token " + num(i) + ": phase " + num(q[12]) + " is not defined");
                 t.phase = static_cast<Phase>(q[12]);
                 if (q[13] | q[14] | q[15]) throw_format("token " + num(i) + ": reserved bytes are not zero");
             }
@@ -140,6 +140,7 @@ const char* to_string(Phase phase) {
         case Phase::prefill: return "prefill";
         case Phase::decode: return "decode";
         case Phase::draft_verify: return "draft-verify";
+        case Phase::replay: return "replay";
     }
     return "?";
 }

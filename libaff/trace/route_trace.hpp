@@ -11,7 +11,10 @@
 
 namespace aff::trace {
 
-enum class Phase : std::uint8_t { prefill = 0, decode = 1, draft_verify = 2 };
+// formats/route-trace.md §5: draft_verify is every token of a verify call (the rejected
+// guesses included: they ran); replay the tokens a rewind into a verify call ran again.
+enum class Phase : std::uint8_t { prefill = 0, decode = 1, draft_verify = 2, replay = 3 };
+constexpr int kPhases = 4;
 const char* to_string(Phase phase);
 
 enum class IdentityKind : std::uint32_t { none = 0, container = 1, checkpoint = 2, synthetic = 3 };

@@ -110,7 +110,7 @@ TraceSummary summarize(const RouteTrace& t) {
     s.token_steps = t.token_steps();
     Accumulator all;
     all.init(h);
-    Accumulator phase[3];
+    Accumulator phase[kPhases];
     for (auto& p : phase) p.init(h);
     // The last recorded selection of each sequence in each layer, for the overlap.
     std::map<std::uint32_t, std::vector<std::vector<std::uint16_t>>> last;
@@ -144,7 +144,7 @@ TraceSummary summarize(const RouteTrace& t) {
         }
     s.sequences = last.size();
     s.layers = finish(h, all);
-    for (int p = 0; p < 3; ++p)
+    for (int p = 0; p < kPhases; ++p)
         if (phase[p].tokens > 0) s.phases.push_back({static_cast<Phase>(p), phase[p].tokens, finish(h, phase[p])});
     return s;
 }

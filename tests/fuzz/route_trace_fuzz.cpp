@@ -1,6 +1,6 @@
 // libFuzzer target: the route-trace reader (formats/route-trace.md) on untrusted bytes.
 // Property: any input parses or throws aff::Error, never crashes or throws anything else;
-// a parsed trace is consistent with its header (every layer, expert id and shape in range)
+// a parsed trace is consistent with its header (every layer, expert id, phase and shape in range)
 // and writing it again gives a trace that reads back to the same steps.
 #include "libaff/core/error.hpp"
 #include "libaff/trace/route_trace.hpp"
@@ -19,6 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::vector<std::uint8_t> again = aff::trace::encode_header(h);
         for (const auto& s : t.steps) {
             if (s.experts.size() != s.layers.size() * s.n() * h.top_k) std::abort();
+            for (const auto& t : s.tokens)
+                if (static_cast<int>(t.phase) >= aff::trace::kPhases) std::abort();
             for (auto l : s.layers)
                 if (l >= h.layers) std::abort();
             for (auto e : s.experts)

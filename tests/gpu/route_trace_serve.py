@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """aff-serve --route-trace end to end (route_trace_device.sh): one server on MODEL with
---route-trace TRACE and no prefix cache (so every prompt token runs), one completion at
+--route-trace TRACE, no prefix cache (so every prompt token runs) and no drafts (so every
+generated token but the last runs once, as decode), one completion at
 temperature 0, then the server is stopped and TRACE read by the independent reader of
 tests/oracle/read_route_trace.py. Passes when the trace holds the request as one sequence:
 every position from 0 to prompt + completion - 2 (the last generated token is never run)
@@ -33,7 +34,7 @@ def main():
     serve, model, gpus, trace = sys.argv[1:5]
     log = open(trace + ".log", "w+")
     p = subprocess.Popen([serve, "--port", "0", "-m", model, "--threads", "2", "--max-tokens-floor", "0",
-                          "--prefix-cache-mib", "0", "--route-trace", trace, "--gpus", gpus, "--ui", "plain"],
+                          "--prefix-cache-mib", "0", "--draft", "off", "--route-trace", trace, "--gpus", gpus, "--ui", "plain"],
                          stderr=log)
     try:
         base = None

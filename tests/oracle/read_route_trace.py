@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from read_aff import xxh3_64  # noqa: E402
 
 MAGIC = bytes([0x89, 0x41, 0x46, 0x54, 0x0D, 0x0A, 0x1A, 0x0A])
-PHASES = ("prefill", "decode", "draft-verify")
+PHASES = ("prefill", "decode", "draft-verify", "replay")
 
 
 class Reject(Exception):
@@ -77,7 +77,7 @@ def read_steps(h, p, count, steps):
         toks = []
         for _i in range(n):
             tok, seq, pos, phase = u(p, at, 4), u(p, at + 4, 4), u(p, at + 8, 4), u(p, at + 12, 1)
-            if phase > 2 or u(p, at + 13, 3):
+            if phase >= len(PHASES) or u(p, at + 13, 3):
                 raise Reject("token entry")
             toks.append((tok, seq, pos, phase))
             at += 16
@@ -172,7 +172,7 @@ def summary(h, steps):
 
     def fresh():
         return {"tokens": 0, "counts": [[0] * E for _ in range(L)], "pairs": [0] * L, "shared": [0] * L}
-    acc = {"all": fresh(), 0: fresh(), 1: fresh(), 2: fresh()}
+    acc = {"all": fresh(), **{p: fresh() for p in range(len(PHASES))}}
     last = {}
     for toks, blocks in steps:
         for i, (_tok, seq, _pos, phase) in enumerate(toks):
@@ -198,7 +198,7 @@ def summary(h, steps):
            "steps": len(steps), "token_steps": acc["all"]["tokens"], "sequences": len(last),
            "per_layer": layer_stats(h, acc["all"]["counts"], acc["all"]["pairs"], acc["all"]["shared"]),
            "phases": {}}
-    for phase in range(3):
+    for phase in range(len(PHASES)):
         x = acc[phase]
         if x["tokens"]:
             out["phases"][PHASES[phase]] = {"tokens": x["tokens"],

@@ -1,8 +1,7 @@
 # Bad --draft and --draft-max values are refused by name before the model loads (the model
-# path does not exist, so reaching the load would give another message); --draft mtp with a
-# route trace is refused too (traces are recorded without drafts), and --draft mtp on a
+# path does not exist, so reaching the load would give another message), and --draft mtp on a
 # model without an MTP layer once the model shows it has none.
-for args in "--draft maybe" "--draft-max 0" "--draft-max 17" "--draft-max two" "--draft mtp --route-trace t.trace --gpus 0"; do
+for args in "--draft maybe" "--draft-max 0" "--draft-max 17" "--draft-max two"; do
   if aff-run -m does-not-exist -p hi $args 2>err; then exit 1; fi
   cat err
 done

@@ -182,6 +182,7 @@ struct Run {
     aff::GenerateStats stats;
     std::int64_t end_position = 0;
     std::vector<aff::Dispatch> dispatches;
+    std::vector<aff::Dispatch> announced;  // as before_dispatch saw them
 };
 
 Run run_with(const aff::Model& model, const aff::GenerateOptions& opt, aff::Drafter* drafter) {
@@ -197,6 +198,7 @@ Run run_with(const aff::Model& model, const aff::GenerateOptions& opt, aff::Draf
         out.r.logits.emplace_back(l.begin(), l.end());
     };
     h.between_dispatches = [&](const aff::Dispatch& d) { out.dispatches.push_back(d); };
+    h.before_dispatch = [&](const aff::Dispatch& d) { out.announced.push_back(d); };
     h.drafter = drafter;
     out.stats = aff::generate(sequence, opt, h);
     out.end_position = sequence.position();
@@ -240,6 +242,37 @@ TEST_CASE("with a drafter, the loop generates the tokens and logits of a run wit
         CHECK(drafted.dispatches.front().kind == aff::Dispatch::Kind::prompt);
         CHECK(drafted.dispatches.front().tokens == opt.prompt.size());
         CHECK(plain.dispatches.size() == plain.stats.decode_forwards + 1);
+        // before_dispatch announced each call before it ran, as between_dispatches then saw it,
+        // and a replay right after each verify call that kept only part of its guesses: at the
+        // call's position, of its first token and the guesses kept.
+        std::size_t next = 0, replays = 0, partial = 0;
+        for (std::size_t i = 0; i < drafted.announced.size(); ++i) {
+            const aff::Dispatch& a = drafted.announced[i];
+            INFO("announced " << i);
+            if (a.kind == aff::Dispatch::Kind::replay) {
+                ++replays;
+                REQUIRE(next > 0);
+                const aff::Dispatch& v = drafted.dispatches[next - 1];
+                REQUIRE(v.kind == aff::Dispatch::Kind::verify);
+                CHECK(a.position == v.position);
+                CHECK(a.tokens >= 1);
+                CHECK(a.tokens < v.tokens);
+                continue;
+            }
+            REQUIRE(next < drafted.dispatches.size());
+            const aff::Dispatch& d = drafted.dispatches[next++];
+            CHECK((a.kind == d.kind && a.position == d.position && a.tokens == d.tokens && a.seconds == 0));
+        }
+        CHECK(next == drafted.dispatches.size());
+        for (std::size_t i = 0; i < drafted.dispatches.size(); ++i) {
+            const aff::Dispatch& d = drafted.dispatches[i];
+            // The next call (or the end) is not where this one ended: it was rewound.
+            const std::int64_t after = i + 1 < drafted.dispatches.size() ? drafted.dispatches[i + 1].position : drafted.end_position;
+            if (d.kind == aff::Dispatch::Kind::verify && after != d.position + std::int64_t(d.tokens)) ++partial;
+        }
+        CHECK(replays > 0);
+        CHECK(replays == partial);
+        CHECK(plain.announced.size() == plain.dispatches.size());
 
         // An end token (possibly among accepted guesses, the sequence then past it): the loop
         // stops there and leaves the sequence where a run without a drafter does.

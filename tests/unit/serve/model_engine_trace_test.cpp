@@ -1,6 +1,9 @@
 // aff-serve's --route-trace through the model engine (random tiny checkpoint, CPU): each
 // request is one sequence of the trace, its prompt prefill and its generated tokens decode,
-// and after every request the file holds a complete trace of every request so far.
+// and after every request the file holds a complete trace of every request so far; with MTP
+// drafts (the trained tiny model) its verify calls are draft-verify steps and the rewinds into
+// them replay steps, as many as the generation's figures say.
+#include "libaff/serve/generation.hpp"
 #include "libaff/serve/model_engine.hpp"
 #include "unit/serve/engine_steps.hpp"
 #include "libaff/trace/route_trace.hpp"
@@ -57,4 +60,47 @@ TEST_CASE("the model engine records each request as one sequence of the route tr
     }
     REQUIRE(t.steps[2].tokens[0].token == 5);
     REQUIRE(t.steps[6].tokens[0].token == 7);
+}
+
+TEST_CASE("the model engine's route trace labels verify calls and replays with drafts", "[serve]") {
+    // The trained tiny model with its MTP drafter (the server's --draft mtp): a greedy request's
+    // trace has one draft-verify step per verify call, of the call's drafted + 1 tokens in all,
+    // and one replay step per verify call that kept only part of its guesses.
+    aff::test::TempDir dir;
+    serve::ModelEngineOptions o;
+    o.model_path = std::string(AFF_TEST_DATA) + "/models/tiny-trained";
+    o.threads = 2;
+    o.backend.gpus = 0;
+    o.route_trace = dir / "drafts.aft";
+    o.draft.mode = aff::DraftMode::mtp;
+    o.draft.max_tokens = 3;
+    auto engine = serve::ModelEngine::load(o);
+    REQUIRE(engine->drafter() != nullptr);
+    serve::GenerationParams params;
+    params.max_tokens = 40;
+    params.sampling.temperature = 0;
+    const serve::GenerationResult r =
+        serve::generate(*engine, engine->tokenize("def fibonacci(n):", true), params, aff::GenerateHooks{});
+    REQUIRE(r.verify_calls > 0);
+    REQUIRE(r.accepted_tokens < r.drafted_tokens);
+    const auto t = aff::trace::read_route_trace(o.route_trace);
+    std::size_t verify = 0, verify_tokens = 0, replays = 0, kept_all = 0;
+    for (std::size_t s = 0; s < t.steps.size(); ++s) {
+        const Phase p = t.steps[s].tokens.front().phase;
+        for (const auto& tok : t.steps[s].tokens) REQUIRE(tok.phase == p);
+        if (p == Phase::draft_verify) {
+            ++verify;
+            verify_tokens += t.steps[s].n();
+            if (s + 1 == t.steps.size() || t.steps[s + 1].tokens.front().phase != Phase::replay) ++kept_all;
+        }
+        if (p == Phase::replay) {
+            REQUIRE(t.steps[s - 1].tokens.front().phase == Phase::draft_verify);
+            REQUIRE(t.steps[s].tokens.front().position == t.steps[s - 1].tokens.front().position);
+            ++replays;
+        }
+    }
+    CHECK(verify == r.verify_calls);
+    CHECK(verify_tokens == r.drafted_tokens + r.verify_calls);
+    CHECK(replays > 0);
+    CHECK(replays + kept_all == verify);
 }

@@ -209,9 +209,9 @@ TEST_CASE("damaged traces are rejected naming the field", "[trace][corrupt]") {
     }
     SECTION("undefined phase") {
         auto b = good;
-        b[kChunk + 8 + 12] = 3;
+        b[kChunk + 8 + 12] = 4;
         fix_digests(b, 2);
-        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: token 0: phase 3 is not defined");
+        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: token 0: phase 4 is not defined");
     }
     SECTION("end record digest") {
         auto b = good;

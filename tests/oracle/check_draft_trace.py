@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Checks a route trace that aff-run recorded with drafts (--draft mtp --route-trace) against
+the acceptance line the same run printed, as formats/route-trace.md §5.1 defines the phases:
+one prefill step first and none after; decode steps of one token; as many draft-verify steps
+as the line's verify calls, each of 2 to K+1 tokens; a replay step right after exactly the
+verify steps that kept only part of their guesses, re-running their first tokens (ids and
+positions) with the same number of layers; every step of one phase at consecutive positions;
+and the guesses kept (all of a verify step's without a replay, the replay's tokens less one
+otherwise) averaging the line's mean accepted length. The steps are read by the independent
+reader (read_route_trace.py), which needs the zstd command for aff-run's zstd chunks; without
+it, and given AFF_TRACE, only aff-trace summary's per-phase token counts are checked (bounds).
+
+usage: check_draft_trace.py TRACE K "aff-run: drafts: C verify calls, A of K ..." [AFF_TRACE]
+Prints one PASS or FAIL line; exit status 0 on PASS.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from read_route_trace import Reject, read_trace  # noqa: E402
+
+PREFILL, DECODE, VERIFY, REPLAY = 0, 1, 2, 3
+
+
+def check_steps(steps, k, calls, mean):
+    phases = [toks[0][3] for toks, _ in steps]
+    if not phases or phases[0] != PREFILL or PREFILL in phases[1:]:
+        return "not one prefill step first"
+    verify = accepted = 0
+    for i, (toks, blocks) in enumerate(steps):
+        if len({t[3] for t in toks}) != 1:
+            return "step %d: tokens of several phases" % i
+        if [t[2] for t in toks] != list(range(toks[0][2], toks[0][2] + len(toks))):
+            return "step %d: positions not consecutive" % i
+        if phases[i] == DECODE and len(toks) != 1:
+            return "step %d: a decode step of %d tokens" % (i, len(toks))
+        if phases[i] == REPLAY and phases[i - 1] != VERIFY:
+            return "step %d: a replay not right after a verify step" % i
+        if phases[i] != VERIFY:
+            continue
+        verify += 1
+        if not 2 <= len(toks) <= k + 1:
+            return "step %d: a verify step of %d tokens (K = %d)" % (i, len(toks), k)
+        if i + 1 < len(steps) and phases[i + 1] == REPLAY:
+            replay, replay_blocks = steps[i + 1]
+            if len(replay) >= len(toks) or [t[:3] for t in replay] != [t[:3] for t in toks[:len(replay)]]:
+                return "step %d: its replay does not re-run its first tokens" % (i + 1)
+            if [b[0] for b in replay_blocks] != [b[0] for b in blocks]:
+                return "step %d: its replay's layers differ" % (i + 1)
+            accepted += len(replay) - 1
+        else:
+            accepted += len(toks) - 1
+    if verify != calls:
+        return "%d verify steps, the acceptance line says %d verify calls" % (verify, calls)
+    if abs(accepted / calls - mean) > 0.006:
+        return "%.3f accepted on average, the acceptance line says %.2f" % (accepted / calls, mean)
+    return "PASS %d steps: %d verify steps (= verify calls), %d replays, %.2f accepted on average (= the line)" % (
+        len(steps), verify, phases.count(REPLAY), accepted / calls)
+
+
+def check_summary(aff_trace, trace, k, calls):
+    s = json.loads(subprocess.run([aff_trace, "summary", "--json", trace], capture_output=True, check=True).stdout)
+    ph = {p: x["tokens"] for p, x in s["phases"].items()}
+    verify = ph.get("draft-verify", 0)
+    if not 2 * calls <= verify <= (k + 1) * calls:
+        return "%d draft-verify tokens for %d verify calls of at most %d guesses" % (verify, calls, k)
+    return "PASS (aff-trace summary only: no zstd command for the reader) %d draft-verify tokens for %d verify calls, " \
+           "%d replay tokens" % (verify, calls, ph.get("replay", 0))
+
+
+def main():
+    if len(sys.argv) not in (4, 5):
+        sys.exit('usage: check_draft_trace.py TRACE K "aff-run: drafts: ..." [AFF_TRACE]')
+    trace, k, words = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+    try:
+        calls, mean = int(words[2]), float(words[5])
+    except (IndexError, ValueError):
+        print("FAIL not an acceptance line: %r" % sys.argv[3])
+        return 1
+    if calls == 0:
+        print("FAIL no verify calls")
+        return 1
+    if shutil.which("zstd") is None and len(sys.argv) == 5:
+        verdict = check_summary(sys.argv[4], trace, k, calls)
+    else:
+        try:
+            with open(trace, "rb") as f:
+                _h, steps = read_trace(f.read())
+        except (Reject, OSError) as e:
+            print("FAIL %s: %s" % (trace, e))
+            return 1
+        verdict = check_steps(steps, k, calls, mean)
+    print(verdict if verdict.startswith("PASS") else "FAIL " + verdict)
+    return 0 if verdict.startswith("PASS") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
