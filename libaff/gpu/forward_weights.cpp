@@ -7,7 +7,6 @@
 #include "libaff/gpu/forward_impl.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -109,17 +108,8 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     head_bytes = arena_bytes - embed_bytes;
     if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
     // The MTP layer comes when the whole model is on this one part with attention on the GPU.
-    // Held off: the first device run of the MTP layer on the GPU (H200, 2026-12-01) crashed
-    // (segmentation fault) loading or running every model that has one, tiny-trained's
-    // checkpoint among them, while models without one ran; until that is found the MTP layer
-    // stays off the GPU and drafting there is refused with this reason (issue 18).
-    // AFF_GPU_MTP=1 in the environment puts it on anyway: for the device runs that look for
-    // the crash (tests/gpu/mtp_device.sh), not for users; it goes when the hold-off does.
-    const char* mtp_switch = std::getenv("AFF_GPU_MTP");
-    const bool mtp_on_gpu = mtp_switch && std::string(mtp_switch) == "1";
-    const bool want_mtp = mtp_on_gpu && cpu.has_mtp() && first_layer == 0 && end_layer == c.num_layers && attention_on_gpu;
+    const bool want_mtp = cpu.has_mtp() && first_layer == 0 && end_layer == c.num_layers && attention_on_gpu;
     if (!cpu.has_mtp()) mtp_why_not = "the model has none";
-    else if (!mtp_on_gpu) mtp_why_not = "held off: its first device run crashed (issue 18)";
     else if (!attention_on_gpu) mtp_why_not = "attention runs on the CPU";
     else if (!want_mtp) mtp_why_not = "the layers are split across GPUs";
     plan_store(c, *w.experts, *this, first_layer, end_layer, want_mtp);

@@ -18,8 +18,6 @@ out=${2:?usage: draft_route_trace_device.sh BIN OUT}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 export AFF_TEST_DATA=$repo/tests/data
-# The MTP layer is held off the GPU unless asked for (tests/gpu/mtp_device.sh says why).
-export AFF_GPU_MTP=1
 model=$repo/tests/data/models/tiny-trained
 rc=0
 summary=$out/summary.txt

@@ -18,9 +18,6 @@ out=${2:?usage: mtp_device.sh BIN OUT}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 export AFF_TEST_DATA=$repo/tests/data
-# The MTP layer is held off the GPU (libaff/gpu/forward_weights.cpp) until its crash is found:
-# this script is where it is put on to look for it. A crash prints its stack (crash_report.hpp).
-export AFF_GPU_MTP=1
 rc=0
 summary=$out/summary.txt
 : >"$summary"
