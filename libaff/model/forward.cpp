@@ -474,8 +474,10 @@ std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> st
     for (int t = 0; t < n; ++t)
         for (int k = 0; k < hc; ++k)
             for (int d = 0; d < D; ++d) x[(std::size_t(t) * hc + k) * D + d] += ep[std::size_t(t) * D + d];
+    // Its routing, when observed, is one call of layer num_layers (a route trace's draft layer).
     layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x,
-                  nullptr, nullptr);
+                  nullptr, st.routes);
+    if (st.routes) st.routes->on_forward_end();
     st.mtp_position += n;
     if (streams_out) *streams_out = x;
     const int first = all_logits ? 0 : n - 1;

@@ -51,6 +51,7 @@ std::vector<float> CpuMtpRunner::run(std::span<const std::int32_t> next_tokens) 
         std::copy_n(store_.begin() + std::ptrdiff_t(slot * row_), row_, rows_.begin() + std::ptrdiff_t(i * row_));
     }
     std::vector<float> streams;
+    state_.routes = trunk_.state().routes;  // the trunk's route observer (a trace), as its last call had it
     std::vector<float> logits = model_.mtp_forward(state_, rows_, next_tokens, false, &streams);
     out_.assign(streams.end() - std::ptrdiff_t(row_), streams.end());
     return logits;
@@ -59,6 +60,7 @@ std::vector<float> CpuMtpRunner::run(std::span<const std::int32_t> next_tokens) 
 std::vector<float> CpuMtpRunner::chain(std::int32_t token) {
     const std::int32_t last[1] = {token};
     std::vector<float> streams;
+    state_.routes = trunk_.state().routes;
     std::vector<float> logits = model_.mtp_forward(state_, out_, last, false, &streams);
     out_ = std::move(streams);
     return logits;

@@ -14,7 +14,7 @@ quant::ExpertProfile profile_from_trace(const RouteTrace& t) {
     p.source = quant::ProfileSource::route_trace;
     p.counts.assign(std::size_t(h.layers) * h.experts, 0);
     for (const TraceStep& s : t.steps)
-        for (std::size_t b = 0; b < s.layers.size(); ++b)
+        for (std::size_t b = 0; b < s.layers.size() && !s.draft(); ++b)  // the draft layer is not the profile's
             for (std::size_t i = 0; i < s.n(); ++i)
                 for (std::uint16_t e : s.selection(b, i, h.top_k)) ++p.counts[std::size_t(s.layers[b]) * h.experts + e];
     return p;

@@ -1,6 +1,7 @@
 // A popularity profile (formats/expert-profile.md §4, source 2) fitted from real routing:
 // each (layer, expert)'s count is the number of token selections of it in the trace, over
-// every step and phase. aff-profile --from-trace writes it; the runtime places by it.
+// every step and phase (draft steps, the MTP layer's, left out). aff-profile --from-trace
+// writes it; the runtime places by it.
 #pragma once
 
 #include "libaff/quant/expert_profile.hpp"

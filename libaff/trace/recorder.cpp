@@ -57,11 +57,17 @@ void RouteRecorder::on_route(const RouteEvent& e) {
     const TraceHeader& h = writer_.header();
     if (e.top_k != int(h.top_k) || e.experts.size() != e.tokens.size() * h.top_k)
         throw_internal("route recorder: the router's selections do not match the trace's top-k");
+    // Layer L is the MTP layer's (Model::mtp_forward): a call of it is a draft step whatever the
+    // caller said (formats/route-trace.md §5.1). Layers past it (none route today) are not traced.
+    if (e.layer > int(h.layers)) return;
+    const bool draft = e.layer == int(h.layers);
     if (step_.layers.empty()) {
         step_.tokens.clear();
         for (std::size_t i = 0; i < e.tokens.size(); ++i)
             step_.tokens.push_back({static_cast<std::uint32_t>(e.tokens[i]), sequences_[next_],
-                                    static_cast<std::uint32_t>(e.start + std::int64_t(i)), phase_});
+                                    static_cast<std::uint32_t>(e.start + std::int64_t(i)), draft ? Phase::draft : phase_});
+    } else if (draft != step_.draft()) {
+        throw_internal("route recorder: the draft layer and main layers in one forward call");
     }
     step_.layers.push_back(static_cast<std::uint16_t>(e.layer));
     for (int x : e.experts) step_.experts.push_back(static_cast<std::uint16_t>(x));

@@ -36,12 +36,17 @@ DispatchList dispatches_of(const RouteTrace& t, std::uint64_t expert_bytes) {
     d.geometry.experts = h.experts;
     d.geometry.expert_bytes = expert_bytes ? expert_bytes : h.expert_bytes;
     d.geometry.hash_layers = h.hash_layers;
-    d.token_steps = t.token_steps();
+    // Draft steps are left out: the draft layer's experts are not the tier engine's (formats/
+    // route-trace.md §5.1), and its tokens are not the main model's.
+    d.token_steps = 0;
+    for (const TraceStep& st : t.steps)
+        if (!st.draft()) d.token_steps += st.n();
     std::vector<std::uint32_t> count(h.experts, 0);
     std::vector<std::uint16_t> seen;
     d.begin.push_back(0);
     for (std::size_t s = 0; s < t.steps.size(); ++s) {
         const TraceStep& st = t.steps[s];
+        if (st.draft()) continue;
         for (std::size_t b = 0; b < st.layers.size(); ++b) {
             seen.clear();
             for (std::size_t i = 0; i < st.n(); ++i)

@@ -89,13 +89,20 @@ void parse_steps(const TraceHeader& h, std::span<const std::uint8_t> p, std::uin
                 if (q[12] >= kPhases) throw_format("token " + num(i) + ": phase " + num(q[12]) + " is not defined");
                 t.phase = static_cast<Phase>(q[12]);
                 if (q[13] | q[14] | q[15]) throw_format("token " + num(i) + ": reserved bytes are not zero");
+                if ((t.phase == Phase::draft) != (st.tokens[0].phase == Phase::draft))
+                    throw_format("token " + num(i) + ": draft and other tokens in one step");
             }
+            // A draft step records the draft layer alone, numbered L; other steps main layers.
+            const bool draft = st.draft();
+            if (draft && m != 1) throw_format("layer_count " + num(m) + " in a draft step (its one layer is " + num(h.layers) + ")");
             st.layers.resize(m);
             st.experts.resize(m * n * K);
             st.weights.resize(m * n * K);
             for (std::uint64_t b = 0; b < m; ++b) {
                 const auto layer = get(q, 2);
-                if (layer >= h.layers) throw_format("layer " + num(layer) + " out of range (" + num(h.layers) + " layers)");
+                if (draft && layer != h.layers)
+                    throw_format("layer " + num(layer) + " in a draft step (its one layer is " + num(h.layers) + ")");
+                if (!draft && layer >= h.layers) throw_format("layer " + num(layer) + " out of range (" + num(h.layers) + " layers)");
                 if (b > 0 && layer <= st.layers[b - 1])
                     throw_format("layer " + num(layer) + " does not follow layer " + num(st.layers[b - 1]));
                 if (get(q + 2, 2) != 0) throw_format("layer " + num(layer) + ": reserved field is not zero");
@@ -141,6 +148,7 @@ const char* to_string(Phase phase) {
         case Phase::decode: return "decode";
         case Phase::draft_verify: return "draft-verify";
         case Phase::replay: return "replay";
+        case Phase::draft: return "draft";
     }
     return "?";
 }

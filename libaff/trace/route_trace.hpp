@@ -12,9 +12,10 @@
 namespace aff::trace {
 
 // formats/route-trace.md §5: draft_verify is every token of a verify call (the rejected
-// guesses included: they ran); replay the tokens a rewind into a verify call ran again.
-enum class Phase : std::uint8_t { prefill = 0, decode = 1, draft_verify = 2, replay = 3 };
-constexpr int kPhases = 4;
+// guesses included: they ran); replay the tokens a rewind into a verify call ran again; draft
+// the tokens of a call of the draft model's own MoE layer (the MTP layer), recorded as layer L.
+enum class Phase : std::uint8_t { prefill = 0, decode = 1, draft_verify = 2, replay = 3, draft = 4 };
+constexpr int kPhases = 5;
 const char* to_string(Phase phase);
 
 enum class IdentityKind : std::uint32_t { none = 0, container = 1, checkpoint = 2, synthetic = 3 };
@@ -46,6 +47,9 @@ struct TraceStep {
     std::vector<float> weights;          // same shape
 
     std::size_t n() const { return tokens.size(); }
+    // A step of the draft model's layer (its tokens' phase is draft), whose one layer block is
+    // numbered L, one past the main layers (§5.1); every other step records main layers.
+    bool draft() const { return !tokens.empty() && tokens.front().phase == Phase::draft; }
     // Token i's K experts in recorded layer block b.
     std::span<const std::uint16_t> selection(std::size_t block, std::size_t i, std::uint32_t k) const {
         return std::span(experts).subspan((block * tokens.size() + i) * k, k);

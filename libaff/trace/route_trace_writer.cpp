@@ -49,8 +49,11 @@ void encode_step(const TraceHeader& h, const TraceStep& s, std::vector<std::uint
         q[12] = static_cast<std::uint8_t>(t.phase);
         q += kTokenEntry;
     }
+    for (const TraceToken& t : s.tokens)
+        if ((t.phase == Phase::draft) != s.draft()) throw_internal("route trace: draft and other tokens in one step");
+    if (s.draft() && m != 1) throw_internal("route trace: a draft step of several layers");
     for (std::size_t b = 0; b < m; ++b) {
-        if (s.layers[b] >= h.layers || (b > 0 && s.layers[b] <= s.layers[b - 1]))
+        if ((s.draft() ? s.layers[b] != h.layers : s.layers[b] >= h.layers) || (b > 0 && s.layers[b] <= s.layers[b - 1]))
             throw_internal("route trace: layers of a step out of range or order");
         put(q, s.layers[b], 2);
         std::uint8_t* ids = q + 4;

@@ -123,6 +123,7 @@ TraceSummary summarize(const RouteTrace& t) {
             ++ph.tokens;
             auto& prev = last[tok.sequence];
             if (prev.empty()) prev.resize(h.layers);
+            if (st.draft()) continue;  // the draft layer's: counted as tokens, not among the main layers
             for (std::size_t b = 0; b < st.layers.size(); ++b) {
                 const std::uint16_t l = st.layers[b];
                 const auto sel = st.selection(b, i, h.top_k);
@@ -145,7 +146,9 @@ TraceSummary summarize(const RouteTrace& t) {
     s.sequences = last.size();
     s.layers = finish(h, all);
     for (int p = 0; p < kPhases; ++p)
-        if (phase[p].tokens > 0) s.phases.push_back({static_cast<Phase>(p), phase[p].tokens, finish(h, phase[p])});
+        if (phase[p].tokens > 0)
+            s.phases.push_back({static_cast<Phase>(p), phase[p].tokens,
+                                static_cast<Phase>(p) == Phase::draft ? std::vector<LayerPopularity>{} : finish(h, phase[p])});
     return s;
 }
 
@@ -169,7 +172,12 @@ void write_summary_text(std::ostream& out, const TraceSummary& s) {
             pairs += l.pairs, shared += l.shared;
             ++n;
         }
-        if (n == 0) continue;
+        if (n == 0) {
+            // The draft phase: its routing is the draft layer's (layer L), not a main layer's.
+            std::snprintf(line, sizeof line, "phase %s: %llu tokens\n", to_string(p.phase), static_cast<unsigned long long>(p.tokens));
+            out << line;
+            continue;
+        }
         std::snprintf(line, sizeof line,
                       "phase %s: %llu tokens; layer means: entropy %.3f bits, top10%% %.2f%%, cov90 %.1f, cov99 %.1f, overlap %.2f%%\n",
                       to_string(p.phase), static_cast<unsigned long long>(p.tokens), entropy / n, 100 * top / n, c90 / n,

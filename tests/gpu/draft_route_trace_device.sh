@@ -8,8 +8,9 @@
 # output must be byte for byte the output with --draft off, and the trace must match the
 # run's acceptance line step by step (tests/oracle/check_draft_trace.py: verify steps = verify
 # calls, 2 to k+1 tokens each, a replay after exactly the partly kept ones re-running their
-# first tokens, the kept guesses averaging the line's mean; without a zstd command only
-# aff-trace summary's counts, said on the line). One PASS/FAIL line per check into OUT's
+# first tokens, the kept guesses averaging the line's mean; the GPU's MTP layer reports no
+# routing yet, so no draft steps are expected, but k before each verify step would pass;
+# without a zstd command only aff-trace summary's counts, said on the line). One PASS/FAIL line per check into OUT's
 # summary; exits 1 if a check failed. About 30 s on an H200.
 # usage: tests/gpu/draft_route_trace_device.sh BIN OUT
 set -uo pipefail

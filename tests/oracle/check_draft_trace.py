@@ -5,6 +5,8 @@ one prefill step first and none after; decode steps of one token; as many draft-
 as the line's verify calls, each of 2 to K+1 tokens; a replay step right after exactly the
 verify steps that kept only part of their guesses, re-running their first tokens (ids and
 positions) with the same number of layers; every step of one phase at consecutive positions;
+draft steps (the MTP layer's calls, layer L alone) either absent (the GPU does not record
+them yet) or exactly K right before each verify step and none before any other step;
 and the guesses kept (all of a verify step's without a replay, the replay's tokens less one
 otherwise) averaging the line's mean accepted length. The steps are read by the independent
 reader (read_route_trace.py), which needs the zstd command for aff-run's zstd chunks; without
@@ -22,17 +24,28 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from read_route_trace import Reject, read_trace  # noqa: E402
 
-PREFILL, DECODE, VERIFY, REPLAY = 0, 1, 2, 3
+PREFILL, DECODE, VERIFY, REPLAY, DRAFT = 0, 1, 2, 3, 4
 
 
-def check_steps(steps, k, calls, mean):
+def check_steps(h, steps, k, calls, mean):
     phases = [toks[0][3] for toks, _ in steps]
     if not phases or phases[0] != PREFILL or PREFILL in phases[1:]:
         return "not one prefill step first"
-    verify = accepted = 0
+    # The MTP layer's calls (the CPU records them; the GPU does not yet): either none, or the k
+    # that proposed each verify step's guesses right before it, and none before other steps.
+    recorded_drafts = DRAFT in phases
+    verify = accepted = drafts_before = 0
     for i, (toks, blocks) in enumerate(steps):
         if len({t[3] for t in toks}) != 1:
             return "step %d: tokens of several phases" % i
+        if phases[i] == DRAFT:
+            if [b[0] for b in blocks] != [h["layers"]]:
+                return "step %d: a draft step not of layer L alone" % i
+            drafts_before += 1
+            continue
+        if recorded_drafts and drafts_before != (k if phases[i] == VERIFY else 0):
+            return "step %d: %d draft steps before it (K = %d)" % (i, drafts_before, k)
+        drafts_before = 0
         if [t[2] for t in toks] != list(range(toks[0][2], toks[0][2] + len(toks))):
             return "step %d: positions not consecutive" % i
         if phases[i] == DECODE and len(toks) != 1:
@@ -57,8 +70,8 @@ def check_steps(steps, k, calls, mean):
         return "%d verify steps, the acceptance line says %d verify calls" % (verify, calls)
     if abs(accepted / calls - mean) > 0.006:
         return "%.3f accepted on average, the acceptance line says %.2f" % (accepted / calls, mean)
-    return "PASS %d steps: %d verify steps (= verify calls), %d replays, %.2f accepted on average (= the line)" % (
-        len(steps), verify, phases.count(REPLAY), accepted / calls)
+    return "PASS %d steps: %d verify steps (= verify calls), %d replays, %d draft steps, %.2f accepted on average " \
+           "(= the line)" % (len(steps), verify, phases.count(REPLAY), phases.count(DRAFT), accepted / calls)
 
 
 def check_summary(aff_trace, trace, k, calls):
@@ -88,11 +101,11 @@ def main():
     else:
         try:
             with open(trace, "rb") as f:
-                _h, steps = read_trace(f.read())
+                h, steps = read_trace(f.read())
         except (Reject, OSError) as e:
             print("FAIL %s: %s" % (trace, e))
             return 1
-        verdict = check_steps(steps, k, calls, mean)
+        verdict = check_steps(h, steps, k, calls, mean)
     print(verdict if verdict.startswith("PASS") else "FAIL " + verdict)
     return 0 if verdict.startswith("PASS") else 1
 

@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from read_aff import xxh3_64  # noqa: E402
 
 MAGIC = bytes([0x89, 0x41, 0x46, 0x54, 0x0D, 0x0A, 0x1A, 0x0A])
-PHASES = ("prefill", "decode", "draft-verify", "replay")
+PHASES = ("prefill", "decode", "draft-verify", "replay", "draft")
+DRAFT = 4
 
 
 class Reject(Exception):
@@ -73,18 +74,21 @@ def read_steps(h, p, count, steps):
         n, m = u(p, at, 4), u(p, at + 4, 2)
         if not 1 <= n <= 65536 or not 1 <= m <= h["layers"] or u(p, at + 6, 2):
             raise Reject("step header")
+        draft = u(p, at + 8 + 12, 1) == DRAFT  # the first token's phase: a step of the draft layer
+        if draft and m != 1:
+            raise Reject("a draft step of several layers")
         at += 8
         toks = []
         for _i in range(n):
             tok, seq, pos, phase = u(p, at, 4), u(p, at + 4, 4), u(p, at + 8, 4), u(p, at + 12, 1)
-            if phase >= len(PHASES) or u(p, at + 13, 3):
+            if phase >= len(PHASES) or u(p, at + 13, 3) or (phase == DRAFT) != draft:
                 raise Reject("token entry")
             toks.append((tok, seq, pos, phase))
             at += 16
         blocks, prev = [], -1
         for _b in range(m):
             layer = u(p, at, 2)
-            if layer >= h["layers"] or layer <= prev or u(p, at + 2, 2):
+            if (layer != h["layers"] if draft else layer >= h["layers"]) or layer <= prev or u(p, at + 2, 2):
                 raise Reject("layer block")
             prev = layer
             ids = [u(p, at + 4 + 2 * j, 2) for j in range(n * k)]
@@ -180,6 +184,8 @@ def summary(h, steps):
             a["tokens"] += 1
             p["tokens"] += 1
             prev = last.setdefault(seq, [None] * L)
+            if phase == DRAFT:
+                continue  # the draft layer's routing: counted as tokens only
             for layer, ids in blocks:
                 sel = ids[i * h["k"]:(i + 1) * h["k"]]
                 for e in sel:
@@ -201,8 +207,8 @@ def summary(h, steps):
     for phase in range(len(PHASES)):
         x = acc[phase]
         if x["tokens"]:
-            out["phases"][PHASES[phase]] = {"tokens": x["tokens"],
-                                            "per_layer": layer_stats(h, x["counts"], x["pairs"], x["shared"])}
+            out["phases"][PHASES[phase]] = {"tokens": x["tokens"], "per_layer": [] if phase == DRAFT else
+                                            layer_stats(h, x["counts"], x["pairs"], x["shared"])}
     return out
 
 

@@ -3,7 +3,8 @@
 // union of its tokens' experts once. A hand-made trace of three verify tokens against the
 // same tokens run as three decode steps, replayed through aff-trace's replay
 // (libaff/trace/replay) with every expert on SSD and with every expert on the GPU; the counts
-// are worked out in the comments.
+// are worked out in the comments. Draft steps (the MTP layer's, layer L) are left out of a
+// replay: its experts are not the tier engine's.
 #include "libaff/trace/replay.hpp"
 #include "libaff/trace/route_trace_writer.hpp"
 
@@ -103,6 +104,21 @@ TEST_CASE("a verify step reads the union of its tokens' experts once per layer",
         CHECK(s.counters.ssd_bytes == 12 * kExpertBytes);
         CHECK(s.counters.selections == 12);
         CHECK(v.pcie_bytes_per_token() == Approx(5.0 * kExpertBytes / 3));
+    }
+    SECTION("draft steps are left out: the same dispatches and tokens as without them") {
+        TraceStep draft;
+        draft.tokens = {{40, 0, 9, Phase::draft}, {41, 0, 10, Phase::draft}};
+        draft.layers = {2};
+        draft.experts = {0, 1, 2, 3};
+        draft.weights = {1, 1, 1, 1};
+        const RouteTrace with = through_file({draft, step_of(0, 3, Phase::draft_verify), draft});
+        REQUIRE(with.steps.size() == 3);
+        const DispatchList a = dispatches_of(with, 0), b = dispatches_of(verify, 0);
+        CHECK(a.keys == b.keys);
+        CHECK(a.tokens == b.tokens);
+        CHECK(a.token_steps == 3);
+        CHECK(std::vector<std::uint64_t>(a.step.begin(), a.step.end()) == std::vector<std::uint64_t>{1, 1});
+        CHECK(replay_static(with, 0).counters.accesses == 5);
     }
     SECTION("everything on the GPU: each distinct expert is read from HBM once") {
         const ReplayResult v = replay_static(verify, 16 * kExpertBytes), s = replay_static(single, 16 * kExpertBytes);

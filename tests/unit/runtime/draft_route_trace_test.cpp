@@ -6,7 +6,10 @@
 // sum the loop's drafted_tokens + verify_calls), and after each verify call that kept only
 // part of its guesses one replay step re-running the call's first accepted + 1 tokens at the
 // call's positions; the accepted counts read off the trace add up to the loop's
-// accepted_tokens.
+// accepted_tokens. Before each verify step come the k draft steps of the MTP layer that
+// proposed its guesses (layer L alone): the catch-up over the trunk's new positions, ending
+// with the verify call's first token one position before it, then one step per further
+// guess, each running the guess before it.
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
@@ -95,12 +98,38 @@ TEST_CASE("a traced generation with MTP drafts records its verify calls and repl
 
         const trace::RouteTrace t = trace::read_route_trace(path);
         REQUIRE(!t.steps.empty());
+        const std::size_t L = std::size_t(model->config().num_layers);
         std::size_t prefill = 0, decode = 0, verify = 0, verify_tokens = 0, replays = 0, accepted = 0, partial = 0;
+        std::size_t drafts = 0, drafts_before = 0;  // draft steps in all, and since the last other step
         for (std::size_t s = 0; s < t.steps.size(); ++s) {
             const trace::TraceStep& step = t.steps[s];
             INFO("step " << s);
-            REQUIRE(step.layers.size() == std::size_t(model->config().num_layers));
             const Phase phase = step.tokens.front().phase;
+            if (phase == Phase::draft) {
+                REQUIRE(step.layers == std::vector<std::uint16_t>{std::uint16_t(L)});
+                REQUIRE(step.n() >= 1);
+                if (drafts_before > 0) REQUIRE(step.n() == 1);  // a further guess: one token
+                ++drafts;
+                ++drafts_before;
+                for (std::size_t i = 1; i < step.n(); ++i) REQUIRE(step.tokens[i].position == step.tokens[0].position + i);
+                continue;
+            }
+            REQUIRE(step.layers.size() == L);
+            // The k draft steps before a verify step proposed its guesses; none come before another step.
+            const std::size_t proposed_by = drafts_before;
+            drafts_before = 0;
+            if (phase == Phase::draft_verify) {
+                REQUIRE(proposed_by == k);
+                // (MTP position, token) of the catch-up's last token and of each further guess's step:
+                // one position before the trunk's, the verify call's tokens in order.
+                for (std::size_t j = 0; j < k && j < step.n(); ++j) {
+                    const trace::TraceToken& d = t.steps[s - k + j].tokens.back();
+                    CHECK(d.token == step.tokens[j].token);
+                    CHECK(d.position + 1 == step.tokens[j].position);
+                }
+            } else {
+                REQUIRE(proposed_by == 0);
+            }
             for (std::size_t i = 0; i < step.n(); ++i) {
                 REQUIRE(step.tokens[i].phase == phase);  // a call is labelled whole
                 REQUIRE(step.tokens[i].position == step.tokens.front().position + i);
@@ -145,6 +174,7 @@ TEST_CASE("a traced generation with MTP drafts records its verify calls and repl
                     REQUIRE(t.steps[s - 1].tokens.front().phase == Phase::draft_verify);
                     ++replays;
                     break;
+                case Phase::draft: break;  // above
             }
         }
         CHECK(prefill == 1);
@@ -154,10 +184,11 @@ TEST_CASE("a traced generation with MTP drafts records its verify calls and repl
         CHECK(replays == partial);
         CHECK(replays > 0);
         CHECK(accepted == st.accepted_tokens);
+        CHECK(drafts == k * st.verify_calls);
         CHECK(t.token_steps() == prompt.size() + decode + verify_tokens + [&] {
                   std::size_t r = 0;
                   for (const auto& step : t.steps)
-                      if (step.tokens.front().phase == Phase::replay) r += step.n();
+                      if (step.tokens.front().phase == Phase::replay || step.draft()) r += step.n();
                   return r;
               }());
     }

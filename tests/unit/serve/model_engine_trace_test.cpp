@@ -2,7 +2,8 @@
 // request is one sequence of the trace, its prompt prefill and its generated tokens decode,
 // and after every request the file holds a complete trace of every request so far; with MTP
 // drafts (the trained tiny model) its verify calls are draft-verify steps and the rewinds into
-// them replay steps, as many as the generation's figures say.
+// them replay steps, as many as the generation's figures say, and the MTP layer's calls draft
+// steps.
 #include "libaff/serve/generation.hpp"
 #include "libaff/serve/model_engine.hpp"
 #include "unit/serve/engine_steps.hpp"
@@ -65,7 +66,8 @@ TEST_CASE("the model engine records each request as one sequence of the route tr
 TEST_CASE("the model engine's route trace labels verify calls and replays with drafts", "[serve]") {
     // The trained tiny model with its MTP drafter (the server's --draft mtp): a greedy request's
     // trace has one draft-verify step per verify call, of the call's drafted + 1 tokens in all,
-    // and one replay step per verify call that kept only part of its guesses.
+    // one replay step per verify call that kept only part of its guesses, and the MTP layer's
+    // three draft steps (layer L) per proposal.
     aff::test::TempDir dir;
     serve::ModelEngineOptions o;
     o.model_path = std::string(AFF_TEST_DATA) + "/models/tiny-trained";
@@ -84,7 +86,7 @@ TEST_CASE("the model engine's route trace labels verify calls and replays with d
     REQUIRE(r.verify_calls > 0);
     REQUIRE(r.accepted_tokens < r.drafted_tokens);
     const auto t = aff::trace::read_route_trace(o.route_trace);
-    std::size_t verify = 0, verify_tokens = 0, replays = 0, kept_all = 0;
+    std::size_t verify = 0, verify_tokens = 0, replays = 0, kept_all = 0, drafts = 0;
     for (std::size_t s = 0; s < t.steps.size(); ++s) {
         const Phase p = t.steps[s].tokens.front().phase;
         for (const auto& tok : t.steps[s].tokens) REQUIRE(tok.phase == p);
@@ -92,6 +94,10 @@ TEST_CASE("the model engine's route trace labels verify calls and replays with d
             ++verify;
             verify_tokens += t.steps[s].n();
             if (s + 1 == t.steps.size() || t.steps[s + 1].tokens.front().phase != Phase::replay) ++kept_all;
+        }
+        if (p == Phase::draft) {
+            REQUIRE(t.steps[s].layers == std::vector<std::uint16_t>{std::uint16_t(t.header.layers)});
+            ++drafts;
         }
         if (p == Phase::replay) {
             REQUIRE(t.steps[s - 1].tokens.front().phase == Phase::draft_verify);
@@ -103,4 +109,5 @@ TEST_CASE("the model engine's route trace labels verify calls and replays with d
     CHECK(verify_tokens == r.drafted_tokens + r.verify_calls);
     CHECK(replays > 0);
     CHECK(replays + kept_all == verify);
+    CHECK(drafts == 3 * verify);  // the MTP layer's k = 3 calls a proposal
 }

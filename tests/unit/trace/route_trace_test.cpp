@@ -1,7 +1,9 @@
 // Tests for libaff/trace/route_trace{,_writer}: random traces round-trip through the writer
 // and the reader (both codecs, chunk boundaries included), and each kind of damage the spec
 // names (truncation, magic, version, out-of-range expert id, digests, reserved bits,
-// trailing bytes) is rejected with the message that names the field.
+// trailing bytes) is rejected with the message that names the field; draft steps (the MTP
+// layer's, layer L) round-trip, and the writer and the reader refuse layer L elsewhere,
+// main layers in a draft step and steps mixing draft and other tokens.
 #include "libaff/core/error.hpp"
 #include "libaff/core/hash.hpp"
 #include "libaff/trace/route_trace.hpp"
@@ -209,9 +211,9 @@ TEST_CASE("damaged traces are rejected naming the field", "[trace][corrupt]") {
     }
     SECTION("undefined phase") {
         auto b = good;
-        b[kChunk + 8 + 12] = 4;
+        b[kChunk + 8 + 12] = 5;
         fix_digests(b, 2);
-        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: token 0: phase 4 is not defined");
+        REQUIRE(error_of(b) == "t.aft: chunk 0: step 0: token 0: phase 5 is not defined");
     }
     SECTION("end record digest") {
         auto b = good;
@@ -236,4 +238,80 @@ TEST_CASE("publishing again replaces the file with every step so far", "[trace]"
     w.publish();
     require_equal(t, read_route_trace(dir / "p.aft"));
     REQUIRE(dir.entries() == 1);
+}
+
+namespace {
+
+// Two main layers of 8 experts, top-2; a step of `n` tokens of `phase` recording `layers`.
+TraceStep step_of(std::uint32_t n, Phase phase, std::vector<std::uint16_t> layers) {
+    TraceStep s;
+    for (std::uint32_t i = 0; i < n; ++i) s.tokens.push_back({5 + i, 0, 3 + i, phase});
+    s.layers = std::move(layers);
+    for (std::size_t j = 0; j < s.layers.size() * n * 2; ++j) {
+        s.experts.push_back(static_cast<std::uint16_t>(j % 8));
+        s.weights.push_back(0.5f);
+    }
+    return s;
+}
+
+RouteTrace draft_trace(std::vector<TraceStep> steps) {
+    RouteTrace t;
+    t.header.layers = 2;
+    t.header.experts = 8;
+    t.header.top_k = 2;
+    t.header.identity_kind = IdentityKind::synthetic;
+    t.header.hash_layers = {true, false};
+    t.steps = std::move(steps);
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("a draft step records layer L alone, and nothing else may", "[trace]") {
+    aff::test::TempDir dir;
+    // The MTP layer's calls (formats/route-trace.md 5.1): draft steps of layer L = 2.
+    const RouteTrace t = draft_trace({step_of(3, Phase::prefill, {0, 1}), step_of(2, Phase::draft, {2}),
+                                      step_of(1, Phase::draft, {2}), step_of(2, Phase::draft_verify, {0, 1}),
+                                      step_of(1, Phase::replay, {0, 1})});
+    write_route_trace(dir / "d.aft", t, Compression::none);
+    const RouteTrace back = read_route_trace(dir / "d.aft");
+    require_equal(t, back);
+    CHECK(!back.steps[0].draft());
+    CHECK(back.steps[1].draft());
+    CHECK(back.steps[2].draft());
+    CHECK(!back.steps[3].draft());
+    CHECK(std::string(to_string(Phase::draft)) == "draft");
+    CHECK(std::string(to_string(Phase::replay)) == "replay");
+
+    SECTION("the writer refuses a draft step of a main layer, a main step of layer L, and a mixed step") {
+        RouteTraceWriter w(dir / "x.aft", t.header);
+        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {1})), Catch::Contains("layers of a step out of range"));
+        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {1, 2})), Catch::Contains("a draft step of several layers"));
+        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::decode, {2})), Catch::Contains("layers of a step out of range"));
+        TraceStep mixed = step_of(2, Phase::draft, {2});
+        mixed.tokens[1].phase = Phase::draft_verify;
+        REQUIRE_THROWS_WITH(w.add(mixed), Catch::Contains("draft and other tokens in one step"));
+    }
+    SECTION("the reader refuses the same, naming the field") {
+        // One step of one token: its phase at payload byte 8 + 12, its layer at 8 + 16.
+        const std::size_t phase = kChunk + 8 + 12, layer = kChunk + 8 + 16;
+        write_route_trace(dir / "m.aft", draft_trace({step_of(1, Phase::decode, {1})}), Compression::none);
+        auto b = aff::test::read_all(dir / "m.aft");
+        REQUIRE(b[layer] == 1);
+        b[layer] = 2;
+        fix_digests(b, 2);
+        CHECK(error_of(b) == "t.aft: chunk 0: step 0: layer 2 out of range (2 layers)");
+        write_route_trace(dir / "m.aft", draft_trace({step_of(1, Phase::draft, {2})}), Compression::none);
+        b = aff::test::read_all(dir / "m.aft");
+        REQUIRE(b[phase] == 4);
+        REQUIRE(b[layer] == 2);
+        b[layer] = 1;
+        fix_digests(b, 2);
+        CHECK(error_of(b) == "t.aft: chunk 0: step 0: layer 1 in a draft step (its one layer is 2)");
+        write_route_trace(dir / "m.aft", draft_trace({step_of(2, Phase::draft, {2})}), Compression::none);
+        b = aff::test::read_all(dir / "m.aft");
+        b[phase + 16] = 1;  // the second token decode
+        fix_digests(b, 2);
+        CHECK(error_of(b) == "t.aft: chunk 0: step 0: token 1: draft and other tokens in one step");
+    }
 }
