@@ -174,7 +174,8 @@ void write_summary_text(std::ostream& out, const TraceSummary& s) {
         }
         if (n == 0) {
             // The draft phase: its routing is the draft layer's (layer L), not a main layer's.
-            std::snprintf(line, sizeof line, "phase %s: %llu tokens\n", to_string(p.phase), static_cast<unsigned long long>(p.tokens));
+            std::snprintf(line, sizeof line, "phase %s: %llu tokens (layer %u, the MTP layer: not in the table below)\n",
+                          to_string(p.phase), static_cast<unsigned long long>(p.tokens), h.layers);
             out << line;
             continue;
         }

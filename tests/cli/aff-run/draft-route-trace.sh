@@ -15,6 +15,7 @@ for k in 1 3; do
   cmp plain.txt drafted.txt
   line=$(grep '^aff-run: drafts: [0-9]* verify calls' drafted.err)
   aff-trace summary --json d$k.aft >s.json
+  aff-trace summary d$k.aft | grep -Eq '^phase draft: [0-9]+ tokens \(layer 4, the MTP layer: not in the table below\)$'
   python3 - "$k" "$line" s.json <<'PY'
 import json, sys
 k, calls, s = int(sys.argv[1]), int(sys.argv[2].split()[2]), json.load(open(sys.argv[3]))
