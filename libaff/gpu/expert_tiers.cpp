@@ -8,8 +8,6 @@
 
 namespace aff::gpu::fwd {
 
-std::size_t ExpertTiers::overhead_bytes(const ModelConfig&, std::size_t slot_bytes) { return slot_bytes; }
-
 void ExpertTiers::setup(const ModelConfig& c, const GpuTierOptions& options, const placement::TierInputs& in,
                         const std::vector<bool>& hash) {
     layers = c.num_layers;

@@ -91,9 +91,6 @@ struct ExpertTiers {
     // Before a call's first launch on `stream` (the model's): waits there for the last pass's
     // copies, when one queued any.
     void wait_for_moves(const Stream& stream);
-    // Bytes the resident part must leave for the tiers besides the slab: the staging slot (the
-    // call's routing is in the route ring, route_ring.hpp, among the activations).
-    static std::size_t overhead_bytes(const ModelConfig& c, std::size_t slot_bytes);
 };
 
 }  // namespace aff::gpu::fwd

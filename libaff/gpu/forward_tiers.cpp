@@ -20,8 +20,9 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     in.gpu_cap = options.memory_cap_bytes;
     in.slab_cap = options.tiers.slab_cap;
     // What stays in the arena (dense weights, codebook, expert table, rotation flags), the
-    // activations (the route ring among them), one sequence's state, and the tiers' own staging slot.
-    in.resident_bytes = plan.total() + ExpertTiers::overhead_bytes(c, extent_stride);
+    // activations (the route ring among them), one sequence's state, and the tiers' own device
+    // staging slot (ExpertTiers::staging: a victim's bytes while its slot is refilled).
+    in.resident_bytes = plan.total() + extent_stride;
     in.headroom = options.tiers.headroom;
     in.host_available = options.tiers.host_available ? options.tiers.host_available : host_mem_available();
     in.host_reserve = options.tiers.host_reserve;
