@@ -14,10 +14,12 @@
 // also gives the calibration profile: the resident model's routing over a calibration stream
 // (another seed of the same token distribution, what `aff-profile` on calibration text gives a
 // user) counted per (layer, expert) through the route observer.
-// Each card runs the mover variants of TIERS_VARIANTS (comma-separated; default all three):
+// Each card runs the mover variants of TIERS_VARIANTS (comma-separated; default the first three):
 //   heat            the default: heat mover, initial placement in key order;
 //   static+profile  the calibration profile's busiest experts in the slab, nothing moves;
-//   heat+profile    the same start, then the heat mover.
+//   heat+profile    the same start, then the heat mover;
+//   slow-heat+profile  the same with a reluctant mover (--placement-moves 1, --placement-min-gain
+//                   8, --placement-hysteresis 1): a move costs the PCIe bytes of one expert read.
 // TIERS_SSD_CARD (default 24; empty: none) adds the SSD scenario on that card: the host pool
 // capped (GpuTierOptions::host_pool, what --host-pool-mib sets) at TIERS_SSD_POOL_SHARE
 // (default 0.5) of the experts the slab does not hold, the rest left on the SSD, placement
@@ -31,8 +33,10 @@
 //             + SSD bytes / O_DIRECT read rate,
 //   HBM bytes = the step's resident reads (GpuModel::decode_read_bytes less its routed part,
 //               plus the attention state) + slab hits · slot bytes,
-//   pool bytes = pool hits · slot bytes (the kernels read pooled experts over the bus),
-//   SSD bytes = SSD reads · slot bytes (the experts a dispatch needed from the SSD),
+//   pool bytes = (pool hits + SSD hits) · slot bytes (the kernels read pooled and staged
+//                experts over the bus),
+//   SSD bytes = the bytes the SSD tier read from the drive (GpuTierReport::ssd_bytes: a
+//               staging slot still holding an expert serves it again without a read),
 // the three ceilings measured in this run (libaff/gpu/read_ceiling.hpp; the O_DIRECT rate
 // with ExtentReader on the container itself, 8 threads and 2 MiB pieces as the SSD tier reads).
 // Moves are not in the floor: they are the mover's cost, which the ratio shows.
@@ -228,8 +232,11 @@ int main(int argc, char** argv) {
                     gpu_hits = reads = double(L) * chosen * steps;
                 }
                 const double hbm_bytes = resident * steps + state_bytes + gpu_hits * double(extent);
-                const double pool_bytes = pool_hits * double(extent);
-                const double ssd_bytes = ssd_hits * double(extent);
+                // An SSD expert is read from the drive into a staging slot (ssd_bytes: the reads
+                // made, the hash layers' read-ahead included; a slot still holding it serves a
+                // later dispatch without a read) and the kernels read the slot over the bus.
+                const double pool_bytes = (pool_hits + ssd_hits) * double(extent);
+                const double ssd_bytes = after.tiered ? double(after.ssd_bytes - before.ssd_bytes) : 0.0;
                 Figures f;
                 f.ms_token = median(ms) / B;
                 f.floor_ms_token = (hbm_bytes / hbm + pool_bytes / pcie + (ssd_bytes > 0 ? ssd_bytes / ssd_rate : 0)) * 1e3 / tok;
@@ -295,8 +302,15 @@ int main(int argc, char** argv) {
         auto tier_options = [&](const std::string& variant) {
             GpuOptions t = o;
             if (variant == "heat") return t;
-            if (variant == "static+profile") t.tiers.strategy = "static";
-            else if (variant != "heat+profile") throw std::runtime_error("TIERS_VARIANTS: unknown variant " + variant);
+            if (variant == "static+profile") {
+                t.tiers.strategy = "static";
+            } else if (variant == "slow-heat+profile") {
+                t.tiers.heat.max_moves = 1;
+                t.tiers.heat.min_gain = 8;
+                t.tiers.heat.hysteresis = 1.0;
+            } else if (variant != "heat+profile") {
+                throw std::runtime_error("TIERS_VARIANTS: unknown variant " + variant);
+            }
             t.tiers.profile = profile;
             return t;
         };
