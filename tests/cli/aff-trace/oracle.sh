@@ -4,8 +4,11 @@
 # selections, experts used, busiest expert, 90/99 % coverage, consecutive-token pairs and
 # shared experts) equals aff-trace summary --json's. Both codecs: zstd chunks are decoded
 # by the oracle through the zstd command, so that case runs only where it is installed. A
-# damaged trace is refused by both. Where zstd is installed, the trace aff-run recorded on
-# the embedded default model is compared too.
+# damaged trace is refused by both. Where zstd is installed, the traces aff-run recorded on
+# the trained tiny model are compared too: tiny-trained.trace, and tiny-trained-drafts.trace
+# with every phase of formats/route-trace.md 5.1 (recorded by aff-run -m
+# tests/data/models/tiny-trained -p 'def fibonacci(n):' -n 40 --temp 0 --gpus 0 --draft mtp
+# --draft-max 3 --route-trace FILE; it also seeds the fuzz target's corpus).
 if ! command -v python3 >/dev/null; then
   echo "skipped: python3 is not installed, so the independent reader was not run"
   exit 0
@@ -36,9 +39,11 @@ for c in $codecs; do
 done
 # The trace aff-run recorded on the embedded default model (tests/data/traces; zstd chunks).
 if command -v zstd >/dev/null; then
-  python3 "$oracle" "$DATA/traces/tiny-trained.trace" > o.json
-  aff-trace summary --json "$DATA/traces/tiny-trained.trace" > a.json
-  python3 -c "$compare" o.json a.json
+  for t in tiny-trained tiny-trained-drafts; do
+    python3 "$oracle" "$DATA/traces/$t.trace" > o.json
+    aff-trace summary --json "$DATA/traces/$t.trace" > a.json
+    python3 -c "$compare" o.json a.json
+  done
 fi
 aff-trace synth --family tiny --compression none --out d.aft -q
 printf '\x09' | dd of=d.aft bs=1 seek=200 conv=notrunc status=none
