@@ -128,6 +128,10 @@ void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, Weig
                     break;
                 }
             }
+    if (mtp_in_host && expert_layers > c.num_layers && !experts_codebook)
+        throw_unsupported("--draft-placement ram: the routed experts are not codebook-stored" +
+                          (experts_why_dense.empty() ? std::string() : " (" + experts_why_dense + ")") +
+                          ", so the MTP layer's have no extents to keep in host memory; use --draft-placement vram");
     if (experts_codebook) put_table(c, w, first, end);  // every part holds a whole table
 }
 
@@ -143,7 +147,9 @@ void ExpertStore::put_table(const ModelConfig& c, WeightArena& w, int first, int
                                  for (int e = 0; e < E; ++e)
                                      table_host[std::size_t(l) * E + e] =
                                          tiers && l < c.num_layers ? tiers->address(l, e)
-                                               : w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
+                                         : l >= c.num_layers && mtp_experts_in_host(c)
+                                             ? static_cast<std::uint8_t*>(mtp_host.device_data()) + std::size_t(e) * extent_stride
+                                             : w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
                              };
                              for (int l = first; l < end; ++l) put(l);
                              if (expert_layers > c.num_layers) put(c.num_layers);
@@ -159,7 +165,9 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
         return;
     }
     const int E = c.n_routed_experts;
-    if (!tiered || l >= c.num_layers) {  // the MTP layer's experts stay resident
+    // The MTP layer's experts stay in the arena, tiered or not, unless they go to host memory
+    // (place_mtp_in_host): its row is never moved by the mover.
+    if ((!tiered && l < c.num_layers) || (l >= c.num_layers && !mtp_experts_in_host(c))) {
         layer_extents[l] = w.reserve(extent_stride * E, w.plan.expert_bytes);
         w.uploads.push_back({layer_extents[l], extent_stride * E, [this, l, E](std::uint8_t* dst) {
                                  std::memset(dst, 0, extent_stride * E);  // the padding between matrices and extents
@@ -168,6 +176,15 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
     }
     r.expert_row = expert_table + std::size_t(l) * E * sizeof(const std::uint8_t*);
     put_rotation_flags(c, w, l, r);
+}
+
+void ExpertStore::place_mtp_in_host(const ModelConfig& c) {
+    if (!mtp_experts_in_host(c)) return;
+    const int E = c.n_routed_experts, l = c.num_layers;
+    mtp_host = PinnedBuffer(extent_stride * E);
+    auto* dst = static_cast<std::uint8_t*>(mtp_host.data());
+    std::memset(dst, 0, extent_stride * E);  // the padding, as in the arena
+    for (int e = 0; e < E; ++e) fill_extent(l, e, dst + std::size_t(e) * extent_stride);
 }
 
 void ExpertStore::fill_extent(int l, int e, std::uint8_t* dst) const {

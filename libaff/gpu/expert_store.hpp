@@ -9,6 +9,7 @@
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"
+#include "libaff/gpu/device.hpp"
 #include "libaff/gpu/expert_tiers.hpp"
 #include "libaff/gpu/weight_arena.hpp"
 #include "libaff/gpu/weight_refs.hpp"
@@ -61,10 +62,17 @@ struct ExpertStore {
     // layer num_layers) when plan_store was asked for it and could store it as the others.
     int expert_layers = 0;
     std::string mtp_experts_why_not;  // asked for the MTP layer and it could not come: why
+    // The MTP layer's codebook-stored experts in pinned, mapped host memory (GpuOptions::
+    // draft_placement ram) instead of the arena: set before planning; place_mtp_in_host
+    // allocates and fills mtp_host before the table's upload points the layer's row at it.
+    bool mtp_in_host = false;
+    PinnedBuffer mtp_host;
 
     // Decides the storage for `src`'s experts and plans what a part holds for all its layers
     // (the codebook and the expert table: layers first .. end-1, and the MTP layer's row
-    // when `mtp`). The MTP layer's experts are always in the arena, tiered or not.
+    // when `mtp`). The MTP layer's experts are in the arena, tiered or not, unless mtp_in_host.
+    // Throws unsupported for mtp_in_host when the experts are not codebook-stored (dense
+    // stacks have no extents to point the kernels at).
     void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end,
                     bool mtp = false);
     // Plans layer l's experts into r: extents, table row and rotation flags, or dense stacks.
@@ -72,6 +80,14 @@ struct ExpertStore {
     // Points expert e of layer l at `address` (table and mirror), queued on `stream` and waited for.
     void set_address(const ModelConfig& c, const WeightArena& w, int l, int e, const void* address,
                      const Stream& stream);
+
+    // With mtp_in_host and the MTP layer's experts in the store: allocates mtp_host (on the
+    // current device) and writes their extents there. Before the arena's upload.
+    void place_mtp_in_host(const ModelConfig& c);
+    // Whether the MTP layer's experts are in mtp_host (false: in the arena, or no MTP layer).
+    bool mtp_experts_in_host(const ModelConfig& c) const {
+        return mtp_in_host && experts_codebook && expert_layers > c.num_layers;
+    }
 
     // Writes expert e of layer l's extent at dst (its matrices; the padding is left as it is).
     void fill_extent(int l, int e, std::uint8_t* dst) const;

@@ -68,7 +68,8 @@
 // MTP (model doc §5.1, forward_mtp.cpp): the `mtp.0` layer, when the model has it, is uploaded
 // beside the trunk (its projections, norms, hyper head and sliding-window layer as the trunk's
 // layers are, its routed experts as layer num_layers of the expert table, resident in the
-// arena even when the trunk's experts are tiered) and run by mtp_forward on the trunk's final
+// arena by default when the trunk's experts are all resident, in pinned host memory by default
+// when they are tiered: DraftPlacement) and run by mtp_forward on the trunk's final
 // streams, which stay on the device: keep_streams copies rows of the last call's streams into
 // the MTP state's store. One GPU with attention on it only (mtp_why_not says why not).
 // Not yet: batched prefill of several sequences.
@@ -119,6 +120,17 @@ struct GpuTierOptions {
     std::vector<std::uint64_t> profile;
 };
 
+// Where the MTP layer's (the draft's) codebook-stored routed experts live (--draft-placement).
+// In VRAM they take the arena (V4-Flash: 256 x 8.6 MiB = 2.2 GiB); in RAM they lie in pinned,
+// mapped host memory and the expert table's MTP row points there, so the same moe_gemv
+// kernels read the same bytes over the bus: the logits are those of vram bit for bit, and
+// only the draft steps pay the bus. automatic: vram when the trunk's experts are all in the
+// arena, ram when they are tiered, since there every slab slot the draft's experts would take
+// holds a trunk expert that every token reads, where the draft's are read only by draft steps.
+// ram with dense (non-codebook) experts is refused (unsupported): a dense stack has no extents
+// for the table to point at.
+enum class DraftPlacement { automatic, vram, ram };
+
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
     // Several GPUs: the layers split across these ordinals in this order (each capped at
@@ -139,6 +151,7 @@ struct GpuOptions {
     bool exact = false;
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
     GpuTierOptions tiers;
+    DraftPlacement draft_placement = DraftPlacement::automatic;
 };
 
 // Decode state of one sequence on the GPU model, mirroring DecodeState: with attention on the

@@ -75,6 +75,10 @@ void GpuModel::Impl::prepare(const TensorReader* weights) {
         options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
     if (max_context <= 0) max_context = 4096;
     weights_src = weights;
+    // The draft's experts (GpuOptions::draft_placement): automatic puts them in host memory
+    // when the trunk's are tiered (this part is planned again with `tiered` set then).
+    mtp_in_host = options.draft_placement == DraftPlacement::ram ||
+                  (options.draft_placement == DraftPlacement::automatic && tiered);
     decide_attention();
     plan_weights(weights);
     plan_state();
@@ -93,6 +97,8 @@ std::size_t GpuModel::Impl::available_bytes() const {
 
 void GpuModel::Impl::allocate() {
     use_device(device);
+    // Before the tiers read MemAvailable for their host pool: the draft's pinned experts are taken.
+    place_mtp_in_host(c);
     const MemoryInfo mem = memory_info();
     if (tiered) return allocate_tiers(mem);
     const std::size_t available = available_bytes();
@@ -242,6 +248,10 @@ std::string GpuModel::describe() const {
         o << "; attention on the CPU (" << m.attention_why_cpu << ")";
     if (m.tiers) o << "; " << tiers().describe();
     o << "; MTP layer " << (m.has_mtp ? "on the GPU" : "not on the GPU (" + m.mtp_why_not + ")");
+    if (m.has_mtp && m.experts_codebook)
+        o << (m.mtp_experts_in_host(c) ? ", its routed experts in RAM (" + format_bytes(m.mtp_host.size()) +
+                                             " pinned host memory, read over the bus)"
+                                       : std::string(", its routed experts in VRAM"));
     if (shards_.size() > 1) {
         o << "; layers split across " << shards_.size() << " GPUs:";
         for (std::size_t i = 0; i < shards_.size(); ++i) {

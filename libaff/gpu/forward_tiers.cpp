@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 namespace aff::gpu {
 
@@ -152,7 +153,7 @@ void GpuModel::Impl::move_experts(int n) {
         }
     }
     if (queued) {  // the trunk's rows of the table after the bytes, then the event the next call waits on
-        // (the MTP layer's row, after them, is never moved: its experts stay in the arena)
+        // (the MTP layer's row, after them, is never moved: its experts stay where they were put, arena or host)
         const std::size_t bytes = std::size_t(c.num_layers) * E * sizeof(const std::uint8_t*);
         if (bytes > t.table_upload.size()) throw_internal("expert tiers: the table outgrew its upload buffer");
         std::memcpy(t.table_upload.data(), table_host.data(), bytes);
@@ -234,7 +235,9 @@ GpuTierReport GpuModel::tiers() const {
     // Counted from the table the kernels read, not from the book.
     const auto* slab = t.slab.as<const std::uint8_t>();
     const auto* pool = static_cast<const std::uint8_t*>(t.pool.device_data());
-    for (const std::uint8_t* a : m.table_host) {
+    // The trunk's rows only: the MTP layer's (in the arena or in its own host buffer) is no tier's.
+    const std::size_t trunk = std::min(m.table_host.size(), std::size_t(m.c.num_layers) * m.c.n_routed_experts);
+    for (const std::uint8_t* a : std::span(m.table_host).first(trunk)) {
         if (slab && a >= slab && a < slab + t.slab.size()) ++r.on_gpu;
         else if (pool && a >= pool && a < pool + t.pool.size()) ++r.in_pool;
         else if (t.ssd) ++r.on_ssd;  // a staging slot or null

@@ -47,6 +47,10 @@ std::unique_ptr<Sequence> open_sequence(const Model& cpu, const std::string& mod
     o.tiers.host_reserve = options.host_pool_reserve_mib << 20;
     o.tiers.strategy = options.placement_strategy;
     o.tiers.heat = options.heat;
+    if (options.draft_placement == "vram") o.draft_placement = gpu::DraftPlacement::vram;
+    else if (options.draft_placement == "ram") o.draft_placement = gpu::DraftPlacement::ram;
+    else if (options.draft_placement == "auto") o.draft_placement = gpu::DraftPlacement::automatic;
+    else throw_usage("--draft-placement: expected auto, vram or ram, got \"" + options.draft_placement + "\"");
     o.forward = forward;
     // The model file again, for the bytes of weights the GPU keeps as stored (FP8 dense
     // weights): opening maps and validates, it reads no tensor data.

@@ -30,6 +30,9 @@ struct BackendOptions {
     // empty: the container's own profile section when it has one for this model, else
     // layer-major order.
     std::string expert_profile;
+    // --draft-placement: where the MTP layer's routed experts live on the GPU path ("auto",
+    // "vram", "ram"; libaff/gpu/forward.hpp DraftPlacement). The CPU reference ignores it.
+    std::string draft_placement = "auto";
 };
 
 // Picks and builds the sequence's backend; `cpu` must outlive it. model_path is the checkpoint

@@ -160,6 +160,17 @@ Gpu& add_gpu(CLI::App& app) {
     app.add_option("--expert-profile", g.expert_profile,
                    "expert profile (aff-profile) ordering the tiered experts' initial placement (default: the container's)")
         ->check(CLI::ExistingFile);
+    app.add_option("--draft-placement", g.draft_placement,
+                   "where the MTP draft's routed experts live on the GPU: vram, ram (pinned host memory read over the "
+                   "bus), auto (vram unless the trunk's experts are tiered); the CPU path ignores it")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                for (const char* name : {"auto", "vram", "ram"})
+                    if (text == name) return {};
+                return "expected auto, vram or ram, got \"" + text + "\"";
+            },
+            "WHERE", "draft placement"))
+        ->default_str("auto");
     add_placement_knobs(app, g.heat);
     return g;
 }
@@ -205,6 +216,7 @@ void set_backend(const Gpu& g, BackendOptions& out) {
     out.host_pool_reserve_mib = g.host_pool_reserve_mib;
     out.placement_strategy = g.placement_strategy;
     out.expert_profile = g.expert_profile;
+    out.draft_placement = g.draft_placement;
 }
 
 

@@ -57,10 +57,12 @@ struct Gpu {
     std::string placement_strategy = "heat";
     placement::HeatOptions heat;  // add_placement_knobs
     std::string expert_profile;  // --expert-profile FILE
+    std::string draft_placement = "auto";  // --draft-placement auto|vram|ram
 };
 // Adds --gpus N, --gpu-mib MIB and the expert tiers' options (--gpu-expert-mib,
 // --gpu-headroom-mib, --host-pool-mib, --host-pool-reserve-mib, --placement-strategy,
-// --expert-profile and the knobs of add_placement_knobs); returns the struct they fill.
+// --expert-profile, --draft-placement and the knobs of add_placement_knobs); returns the
+// struct they fill.
 Gpu& add_gpu(CLI::App& app);
 
 // Adds the heat policy's knobs (placement::HeatOptions), each validated so that a bad value is

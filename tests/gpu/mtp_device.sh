@@ -6,11 +6,13 @@
 # generate, the drafter's ring after rejections); then end to end through aff-run on the GPU:
 # tiny-trained's greedy output with --draft mtp --draft-max 1, 3 and 5 must be byte for byte
 # the output with --draft off, stderr naming the drafter and closing with its acceptance line,
-# and --draft auto must name the gated drafter and give the same output; then the speed of
+# and --draft auto must name the gated drafter and give the same output; --draft-placement
+# ram is refused there (dense experts) and, on the geometry container below, gives the tokens
+# of --draft off with the MTP layer's experts in RAM, all resident and tiered; then the speed of
 # drafting (tests/bench/mtp_gpu_bench.cpp: the trained model's acceptance and tok/s on the
 # GPU, and the verify, draft and replay costs on a 2-layer, 128-expert container of
 # V4-Flash's geometry with an MTP layer, written here and removed after). Writes the logs and
-# a summary into OUT; exits 1 if a check failed. Aimed at under 150 s on an H200.
+# a summary into OUT; exits 1 if a check failed. Aimed at under 240 s on an H200.
 # usage: tests/gpu/mtp_device.sh BIN OUT
 set -uo pipefail
 bin=$(cd "${1:?usage: mtp_device.sh BIN OUT}" && pwd) || exit 2
@@ -66,10 +68,56 @@ else
   fi
 fi
 
+# --draft-placement ram on tiny-trained (dense expert stacks): refused, exit 1, one line.
+timeout 60 "$bin/tools/aff-run" -m "$model" -p 'def f' -n 4 --temp 0 --draft mtp --draft-placement ram \
+  >"$out/dense-ram.txt" 2>"$out/dense-ram.err"
+status=$?
+if [ $status = 1 ] && tail -1 "$out/dense-ram.err" | grep -q -- '^aff-run: --draft-placement ram: '; then
+  note "aff-run GPU --draft-placement ram with dense experts: refused (exit 1): $(tail -1 "$out/dense-ram.err")"
+else
+  note "FAIL aff-run GPU --draft-placement ram with dense experts: exit $status: $(head -3 "$out/dense-ram.err" | tr '\n' ' ')"
+  rc=1
+fi
+
 geo=$out/v4-2x128-mtp.aff
 start=$SECONDS
 if timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 2 --experts 128 --mtp -q; then
-  if timeout 200 "$bin/tests/mtp_gpu_bench" "$model" "$model/results.json" "$geo" 4 64 64 15 >"$out/bench.txt" 2>&1; then
+  # --draft-placement on the container (codebook-stored experts): the MTP layer's experts in
+  # VRAM and in RAM, all resident and tiered (a 32-expert slab; auto puts them in RAM there),
+  # give the same generated tokens as --draft off; the start-up line says where they are.
+  placed() {  # name, flags...
+    local name=$1
+    shift
+    timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$(seq -s, 1 24)" -n 32 --temp 0 --no-echo --ui plain \
+      --dump-tokens "$@" >"$out/$name.out" 2>"$out/$name.err"
+  }
+  slab=$((32 * 9))  # MiB: 32 experts of 8.6 MiB and a little
+  if placed geo-off --draft off; then
+    want=$(grep '^generated tokens:' "$out/geo-off.err")
+    for case in "vram --draft-placement vram:in VRAM" "ram --draft-placement ram:in RAM" \
+      "tiered-auto --gpu-expert-mib $slab:in RAM" "tiered-vram --gpu-expert-mib $slab --draft-placement vram:in VRAM"; do
+      flags=${case%%:*}
+      where=${case#*:}
+      name=geo-${flags%% *}
+      # shellcheck disable=SC2086
+      if ! placed "$name" --draft mtp --draft-max 3 ${flags#* }; then
+        note "FAIL aff-run GPU geometry --draft mtp ${flags#* }: $(tail -1 "$out/$name.err")"
+        rc=1
+        continue
+      fi
+      verdict=ok
+      [ "$(grep '^generated tokens:' "$out/$name.err")" = "$want" ] || verdict="FAIL tokens differ from --draft off"
+      grep -q "MTP layer on the GPU, its routed experts $where" "$out/$name.err" || verdict="FAIL start-up line does not say $where"
+      line=$(grep '^aff-run: drafts: [0-9]* verify calls' "$out/$name.err")
+      [ -n "$line" ] || verdict="FAIL no acceptance line"
+      [ "$verdict" = ok ] || rc=1
+      note "aff-run GPU geometry --draft mtp ${flags#* }: $verdict (experts $where); ${line#aff-run: }"
+    done
+  else
+    note "FAIL aff-run GPU geometry --draft off: $(tail -1 "$out/geo-off.err")"
+    rc=1
+  fi
+  if timeout 300 "$bin/tests/mtp_gpu_bench" "$model" "$model/results.json" "$geo" 4 64 64 15 >"$out/bench.txt" 2>&1; then
     note "mtp_gpu_bench: ok in $((SECONDS - start)) s (container included)"
   else
     note "FAIL mtp_gpu_bench ($?): $(tail -2 "$out/bench.txt" | tr '\n' ' ')"

@@ -16,6 +16,10 @@
 //     layer of 8 experts, make_geometry_container --mtp's writer), the trunk's experts tiered
 //     (2 slab slots) and the MTP layer's resident: the MTP logits, chained ones included, are
 //     the all-resident model's bit for bit (its experts read through the same table);
+//   - --draft-placement (placed_mtp): the MTP layer's experts in pinned host memory, all
+//     resident and tiered, give vram's MTP logits bit for bit and greedy drafts vram's tokens
+//     and logits float for float; the start-up line names where they are; the memory plan
+//     leaves them out; dense experts refuse ram;
 //   - refusals: a model without MTP tensors has no MTP layer on the GPU and mtp_forward
 //     throws unsupported; more tokens than the stored window is a usage error.
 #include "device_test.hpp"
@@ -36,6 +40,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -219,6 +225,11 @@ std::vector<float> mtp_run(aff::gpu::GpuModel& g, const std::vector<std::int32_t
     return out;
 }
 
+bool says(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+void placed_mtp(const aff::Model& cpu, const aff::ContainerTensorReader& reader, const aff::gpu::GpuOptions& base,
+                const std::vector<std::int32_t>& toks, const std::vector<float>& want, std::size_t slot,
+                std::vector<Row>& rows);
+
 void tiered_mtp(std::vector<Row>& rows) {
     aff::ThreadPool pool(0);
     TempDir tmp("mtp");
@@ -245,11 +256,85 @@ void tiered_mtp(std::vector<Row>& rows) {
     }
     aff::gpu::GpuOptions tiered = base;
     tiered.tiers.slab_cap = 2 * slot;
-    aff::gpu::GpuModel g(*cpu, &reader, tiered);
-    const std::vector<float> got = mtp_run(g, toks, 9);
-    add(rows, "mtp", "V4 geometry + MTP, trunk's experts tiered (" + std::to_string(g.tiers().on_gpu) +
-                         " in the slab), MTP's resident: MTP logits vs all resident, floats differing",
-        g.tiers().tiered ? double(differing(got, want)) : 1.0, 0.0);
+    tiered.draft_placement = aff::gpu::DraftPlacement::vram;
+    {
+        aff::gpu::GpuModel g(*cpu, &reader, tiered);
+        const std::vector<float> got = mtp_run(g, toks, 9);
+        add(rows, "mtp", "V4 geometry + MTP, trunk's experts tiered (" + std::to_string(g.tiers().on_gpu) +
+                             " in the slab), MTP's resident (vram): MTP logits vs all resident, floats differing",
+            g.tiers().tiered ? double(differing(got, want)) : 1.0, 0.0);
+        add(rows, "mtp", "tiered, --draft-placement vram: the start-up line says VRAM",
+            says(g.describe(), "its routed experts in VRAM") ? 0.0 : 1.0, 0.0);
+    }
+    placed_mtp(*cpu, reader, base, toks, want, slot, rows);
+}
+
+// --draft-placement (GpuOptions::draft_placement) on the V4 geometry + MTP container: the MTP
+// layer's experts in pinned host memory, all resident and tiered (automatic picks ram there),
+// give the MTP logits of vram bit for bit (same kernels, same bytes, read over the bus); the
+// memory plan no longer counts their bytes; greedy generation with drafts gives the tokens
+// and the logits, float for float, of vram, and the tokens of generation without drafts.
+void placed_mtp(const aff::Model& cpu, const aff::ContainerTensorReader& reader, const aff::gpu::GpuOptions& base,
+                const std::vector<std::int32_t>& toks, const std::vector<float>& want, std::size_t slot,
+                std::vector<Row>& rows) {
+    const std::size_t E = std::size_t(cpu.config().n_routed_experts);
+    std::size_t vram_expert_bytes = 0;
+    {
+        aff::gpu::GpuModel g(cpu, &reader, base);  // automatic, all resident: vram
+        vram_expert_bytes = g.memory_plan().expert_bytes;
+        add(rows, "mtp", "all resident, --draft-placement auto: the start-up line says VRAM",
+            says(g.describe(), "its routed experts in VRAM") ? 0.0 : 1.0, 0.0);
+    }
+    aff::gpu::GpuOptions ram = base;
+    ram.draft_placement = aff::gpu::DraftPlacement::ram;
+    {
+        aff::gpu::GpuModel g(cpu, &reader, ram);
+        add(rows, "mtp", "all resident, --draft-placement ram: the start-up line says RAM (" + g.describe() + ")",
+            says(g.describe(), "its routed experts in RAM") ? 0.0 : 1.0, 0.0);
+        add(rows, "mtp", "--draft-placement ram: routed-expert bytes planned in VRAM less vram's, less the MTP layer's " +
+                             std::to_string(E) + " extents",
+            double(std::llabs((long long)(vram_expert_bytes - g.memory_plan().expert_bytes) - (long long)(E * slot))), 0.0);
+        add(rows, "mtp", "all resident, MTP's experts in RAM: MTP logits vs vram, floats differing",
+            double(differing(mtp_run(g, toks, 9), want)), 0.0);
+    }
+    aff::gpu::GpuOptions tiered = base;
+    tiered.tiers.slab_cap = 2 * slot;  // automatic: ram, the trunk's experts being tiered
+    {
+        aff::gpu::GpuModel g(cpu, &reader, tiered);
+        add(rows, "mtp", "tiered, --draft-placement auto: the start-up line says RAM",
+            g.tiers().tiered && says(g.describe(), "its routed experts in RAM") ? 0.0 : 1.0, 0.0);
+        add(rows, "mtp", "tiered, MTP's experts in RAM (auto): MTP logits vs all resident, floats differing",
+            double(differing(mtp_run(g, toks, 9), want)), 0.0);
+        add(rows, "mtp", "tiered, MTP's experts in RAM: the tiers count the trunk's experts only",
+            double(std::llabs(g.tiers().on_gpu + g.tiers().in_pool - (long long)(cpu.config().num_layers * E))), 0.0);
+    }
+    // Greedy with drafts, vram against ram.
+    aff::GenerateOptions opt;
+    opt.prompt = toks;
+    opt.max_new_tokens = 24;
+    opt.sampling.temperature = 0;
+    auto plain_seq = aff::make_gpu_sequence(cpu, &reader, base);
+    const Outcome plain = generate_on(*plain_seq, opt, nullptr);
+    Outcome drafted[2];
+    const aff::gpu::GpuOptions placed[2] = {base, ram};
+    for (int i = 0; i < 2; ++i) {
+        auto seq = aff::make_gpu_sequence(cpu, &reader, placed[i]);
+        auto drafter = gpu_drafter(*seq, 3);
+        drafted[i] = generate_on(*seq, opt, drafter.get());
+    }
+    long long tokens_vs_plain = drafted[1].tokens == plain.tokens ? 0 : 1;
+    long long logits_vs_vram = drafted[1].logits.size() == drafted[0].logits.size() ? 0 : 1000000;
+    for (std::size_t i = 0; i < std::min(drafted[0].logits.size(), drafted[1].logits.size()); ++i)
+        logits_vs_vram += differing(drafted[1].logits[i], drafted[0].logits[i]);
+    char acc[96];
+    std::snprintf(acc, sizeof acc, " (%zu verify calls, %zu of %zu drafts accepted)", drafted[1].stats.verify_calls,
+                  drafted[1].stats.accepted_tokens, drafted[1].stats.drafted_tokens);
+    add(rows, "mtp", std::string("V4 geometry, MTP's experts in RAM: greedy tokens with drafts vs without, sequences differing") + acc,
+        double(tokens_vs_plain), 0.0);
+    add(rows, "mtp", "V4 geometry, MTP's experts in RAM: greedy tokens with drafts vs vram's, sequences differing",
+        drafted[1].tokens == drafted[0].tokens ? 0.0 : 1.0, 0.0);
+    add(rows, "mtp", "V4 geometry, MTP's experts in RAM: logits with drafts vs vram's, floats differing", double(logits_vs_vram), 0.0);
+    add(rows, "mtp", "V4 geometry, MTP's experts in RAM: drafts were verified", drafted[1].stats.drafted_tokens > 0 ? 0.0 : 1.0, 0.0);
 }
 
 }  // namespace
@@ -263,7 +348,19 @@ AFF_DEVICE_TEST("mtp") {
             const aff::Checkpoint ck(dir);
             compare_mtp(name, *cpu, ck, rows);
             greedy_identity(name, *cpu, ck, rows);
-            if (std::string(name) == "tiny-trained") ring_after_rejections(*cpu, ck, rows);
+            if (std::string(name) == "tiny-trained") {
+                ring_after_rejections(*cpu, ck, rows);
+                // Dense expert stacks have no extents to keep in host memory: ram is refused.
+                aff::gpu::GpuOptions ram;
+                ram.draft_placement = aff::gpu::DraftPlacement::ram;
+                double refused = 1.0;
+                try {
+                    aff::gpu::GpuModel g(*cpu, &ck, ram);
+                } catch (const aff::Error& e) {
+                    refused = e.kind() == aff::ErrorKind::unsupported ? 0.0 : 1.0;
+                }
+                add(rows, "mtp", "tiny-trained (dense experts): --draft-placement ram refused as unsupported", refused, 0.0);
+            }
         } catch (const std::exception& e) {
             rows.push_back({"mtp", std::string(name) + " threw: " + e.what(), INFINITY, 0.0, false});
         }
