@@ -38,20 +38,25 @@ struct BenchModel {
 };
 
 // gpus > 1: the layers split across the first `gpus` visible devices (GpuOptions::devices).
-inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& pool, int max_context, int gpus = 1) {
+// With `opt` as given (tiers, draft placement).
+inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& pool, const GpuOptions& opt) {
     const auto t0 = std::chrono::steady_clock::now();
     BenchModel m;
     m.cpu = aff::Model::load(path, pool);
     m.stored = std::make_unique<aff::ContainerTensorReader>(
         std::make_shared<const aff::Container>(aff::Container::open(path)));
-    GpuOptions opt;
-    opt.max_context = max_context;
-    if (gpus > 1) opt.devices = select_devices(gpus);
     m.gpu = std::make_unique<GpuModel>(*m.cpu, m.stored.get(), opt);
     std::printf("%s: %d layers, load %.1f s\n%s\n", path.c_str(), m.gpu->config().num_layers,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                 m.gpu->describe().c_str());
     return m;
+}
+
+inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& pool, int max_context, int gpus = 1) {
+    GpuOptions opt;
+    opt.max_context = max_context;
+    if (gpus > 1) opt.devices = select_devices(gpus);
+    return load_bench_model(path, pool, opt);
 }
 
 // V4-Flash's 43 layers by attention kind (model doc §1.2), indexed by aff::AttentionKind.

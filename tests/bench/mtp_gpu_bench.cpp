@@ -17,8 +17,14 @@
 //      with probability a_j - a_{j+1}, yields j + 1 tokens and costs the verify call, the MTP
 //      catch-up over j + 1 positions, k - 1 chained steps, and, when j < k, the replay of
 //      j + 1 tokens after the rewind (gpu_sequence.hpp: a rewind into a call replays its
-//      head); against 1 / step. The last lines: figure, bound (tokens a verify call over
-//      one step: the speed-up if verifying and drafting were free) and whether auto drafts.
+//      head); against 1 / step. All that for three configurations: all resident; the
+//      trunk's experts tiered with a GPU slab of a quarter of them (GpuTierOptions::slab_cap,
+//      placed statically, each layer's first quarter, so no mover runs between timed calls)
+//      and the draft's experts in RAM (--draft-placement ram, auto's choice when tiered); the
+//      same with the draft's in VRAM. The 43-layer figures of a tiered configuration
+//      extrapolate the per-layer slope at that slab share. The last lines: one figure per
+//      configuration with its bound (tokens a verify call: the speed-up if verifying cost one
+//      step and drafting nothing), and whether auto drafts.
 //     mtp_gpu_bench TRAINED_DIR RESULTS_JSON GEOMETRY.aff [WINDOWS=4] [PROMPT=64] [GEN=64] [REPS=15]
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
@@ -185,6 +191,119 @@ std::vector<double> trained_on_gpu(const std::string& dir, const std::string& re
     return {k3.at(0), k3.at(1), k3.at(2)};
 }
 
+// Part 2 on one configuration of the container: the costs, then the tok/s at acceptance `a`.
+struct Best {
+    double speedup = 0, bound = 0;
+    std::size_t k = 0;
+};
+Best geometry_costs(const std::string& path, const std::string& label, aff::gpu::GpuModel& g, const std::vector<double>& a,
+                    int reps) {
+    using namespace aff::gpu;
+    if (!g.has_mtp()) throw std::runtime_error("the container's MTP layer is not on the GPU: " + g.mtp_why_not());
+    const aff::ModelConfig& c = g.config();
+    const int V = c.vocab_size, L = c.num_layers;
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> tok(0, V - 1);
+    auto tokens = [&](int n) {
+        std::vector<std::int32_t> t(n);
+        for (auto& x : t) x = tok(rng);
+        return t;
+    };
+    GpuDecodeState st = g.new_state();
+    g.forward(st, tokens(64), false);
+    GpuRewindPoint point;
+    const std::vector<std::int32_t> one = tokens(1);
+    auto timed = [&](auto&& before, auto&& what, auto&& after) {
+        std::vector<double> ms;
+        for (int r = 0; r < reps + 2; ++r) {  // two warm-up rounds (graph capture)
+            before();
+            const auto t0 = Clock::now();
+            what();
+            if (r >= 2) ms.push_back(since(t0) * 1e3);
+            after();
+        }
+        return median(ms);
+    };
+    auto nothing = [] {};
+    struct Costs {
+        double step = 0, call[5] = {}, mtp[5] = {}, chain = 0, rewind = 0;
+    };
+    GpuDecodeState mst = g.new_mtp_state();
+    auto measure = [&](int layers) {
+        g.set_max_layers(layers);
+        Costs k;
+        // A decode step without drafts (no rewind point; the position moves on a token a rep).
+        k.step = timed(nothing, [&] { g.forward(st, one, false); }, nothing);
+        // A call of n tokens as the loop makes it while drafting: its rewind point, the
+        // call (logits of every token); rewound after, so the position stays.
+        for (int n = 1; n <= 4; ++n) {
+            const std::vector<std::int32_t> t = tokens(n);
+            k.call[n] = timed([&] { g.rewind_point(st, n, point); }, [&] { g.forward(st, t, n > 1); },
+                              [&] { g.rewind(st, point); });
+        }
+        // The rewind's copies back, timed with the step after them.
+        k.rewind = timed([&] { g.rewind_point(st, 1, point), g.forward(st, one, false); },
+                         [&] { g.rewind(st, point), g.forward(st, one, false); }, nothing) - k.step;
+        // The MTP layer over m positions of the last call's streams, and a chained step.
+        for (int m = 1; m <= 4; ++m) {
+            const std::vector<std::int32_t> t = tokens(m);
+            k.mtp[m] = timed([&] {
+                g.forward(st, t, m > 1);
+                g.keep_streams(mst, st.position - m, 0, m);
+                g.mtp_restart(mst, st.position - m);
+            }, [&] { g.mtp_forward(mst, t, MtpInput::trunk); }, nothing);
+        }
+        k.chain = timed(nothing, [&] { g.mtp_forward(mst, one, MtpInput::own); }, nothing);
+        return k;
+    };
+    const Costs none = measure(0), all = measure(-1);
+    g.set_max_layers(-1);
+    // 43 layers: the head-only call plus 43 times the per-layer slope; the MTP layer and
+    // the rewind as measured.
+    Costs flash = all;
+    auto extrapolate = [&](double head, double full) { return head + 43.0 * (full - head) / L; };
+    flash.step = extrapolate(none.step, all.step);
+    for (int n = 1; n <= 4; ++n) flash.call[n] = extrapolate(none.call[n], all.call[n]);
+    std::printf("\npart 2, %s: %s (%d layers + MTP layer), median of %d, ms\n", label.c_str(), path.c_str(), L, reps);
+    std::printf("%-30s %10s %10s %10s %10s\n", "", "1 token", "2 tokens", "3 tokens", "4 tokens");
+    auto row = [&](const char* what, const double* v) {
+        std::printf("%-30s %10.3f %10.3f %10.3f %10.3f\n", what, v[1], v[2], v[3], v[4]);
+    };
+    double singles[5], flash_singles[5];
+    for (int n = 1; n <= 4; ++n) singles[n] = n * all.step, flash_singles[n] = n * flash.step;
+    row("verify-sized call (measured)", all.call);
+    row("n decode steps (measured)", singles);
+    row("verify-sized call (43 layers)", flash.call);
+    row("n decode steps (43 layers)", flash_singles);
+    row("MTP catch-up over n positions", all.mtp);
+    std::printf("decode step %.3f ms measured, %.3f ms at 43 layers; MTP chained step %.3f ms; rewind %.3f ms\n",
+                all.step, flash.step, all.chain, all.rewind);
+
+    // Expected tokens a second at the measured acceptance.
+    std::printf("\nacceptance by position (part 1, k = 3): %.3f %.3f %.3f\n", a[0], a[1], a[2]);
+    Best best;
+    for (const Costs* costs : {&all, static_cast<const Costs*>(&flash)}) {
+        const bool is_flash = costs == &flash;
+        std::printf("%s: plain %.1f tok/s\n", is_flash ? "43 layers" : "measured", 1e3 / costs->step);
+        for (std::size_t k = 1; k <= 3; ++k) {
+            std::vector<double> acc(k + 2, 0.0);  // acc[i]: first i guesses held
+            acc[0] = 1;
+            for (std::size_t i = 1; i <= k; ++i) acc[i] = a[i - 1];
+            double tokens_per = 0, ms = costs->call[k + 1] + (k - 1) * costs->chain;
+            for (std::size_t j = 0; j <= k; ++j) {
+                const double p = acc[j] - acc[j + 1];
+                tokens_per += p * double(j + 1);
+                ms += p * (costs->mtp[j + 1] + (j < k ? costs->rewind + costs->call[j + 1] : 0.0));
+            }
+            const double rate = tokens_per * 1e3 / ms, plain = 1e3 / costs->step;
+            std::printf("  k=%zu: %.2f tokens a verify call, %.3f ms a cycle, %.1f tok/s, speed-up %.2fx (bound %.2fx)\n", k,
+                        tokens_per, ms, rate, rate / plain, tokens_per * costs->step / costs->call[k + 1]);
+            if (is_flash && rate / plain > best.speedup) best = {rate / plain, tokens_per, k};
+        }
+    }
+    return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,118 +320,54 @@ int main(int argc, char** argv) {
         bool auto_drafting = false;
         const std::vector<double> a = trained_on_gpu(argv[1], argv[2], windows, prompt_len, gen, auto_drafting);
 
-        // Part 2: costs at the real geometry.
+        // Part 2: costs at the real geometry: all resident, then the trunk's experts tiered
+        // with a slab of a quarter of them (placed statically: each layer's first quarter, so
+        // a random token's expert is in the slab with odds 1/4 in every layer, and no mover
+        // runs between the timed calls), the draft's experts in RAM (auto's choice there) and
+        // in VRAM.
         aff::ThreadPool pool(0);
-        const bench::BenchModel bm = bench::load_bench_model(argv[3], pool, 4096);
-        GpuModel& g = *bm.gpu;
-        if (!g.has_mtp()) throw std::runtime_error("the container's MTP layer is not on the GPU: " + g.mtp_why_not());
-        const aff::ModelConfig& c = g.config();
-        const int V = c.vocab_size, L = c.num_layers;
-        std::mt19937 rng(5);
-        std::uniform_int_distribution<int> tok(0, V - 1);
-        auto tokens = [&](int n) {
-            std::vector<std::int32_t> t(n);
-            for (auto& x : t) x = tok(rng);
-            return t;
+        struct Config {
+            std::string label;
+            Best best;
         };
-        GpuDecodeState st = g.new_state();
-        g.forward(st, tokens(64), false);
-        GpuRewindPoint point;
-        const std::vector<std::int32_t> one = tokens(1);
-        auto timed = [&](auto&& before, auto&& what, auto&& after) {
-            std::vector<double> ms;
-            for (int r = 0; r < reps + 2; ++r) {  // two warm-up rounds (graph capture)
-                before();
-                const auto t0 = Clock::now();
-                what();
-                if (r >= 2) ms.push_back(since(t0) * 1e3);
-                after();
-            }
-            return median(ms);
-        };
-        auto nothing = [] {};
-        struct Costs {
-            double step = 0, call[5] = {}, mtp[5] = {}, chain = 0, rewind = 0;
-        };
-        GpuDecodeState mst = g.new_mtp_state();
-        auto measure = [&](int layers) {
-            g.set_max_layers(layers);
-            Costs k;
-            // A decode step without drafts (no rewind point; the position moves on a token a rep).
-            k.step = timed(nothing, [&] { g.forward(st, one, false); }, nothing);
-            // A call of n tokens as the loop makes it while drafting: its rewind point, the
-            // call (logits of every token); rewound after, so the position stays.
-            for (int n = 1; n <= 4; ++n) {
-                const std::vector<std::int32_t> t = tokens(n);
-                k.call[n] = timed([&] { g.rewind_point(st, n, point); }, [&] { g.forward(st, t, n > 1); },
-                                  [&] { g.rewind(st, point); });
-            }
-            // The rewind's copies back, timed with the step after them.
-            k.rewind = timed([&] { g.rewind_point(st, 1, point), g.forward(st, one, false); },
-                             [&] { g.rewind(st, point), g.forward(st, one, false); }, nothing) - k.step;
-            // The MTP layer over m positions of the last call's streams, and a chained step.
-            for (int m = 1; m <= 4; ++m) {
-                const std::vector<std::int32_t> t = tokens(m);
-                k.mtp[m] = timed([&] {
-                    g.forward(st, t, m > 1);
-                    g.keep_streams(mst, st.position - m, 0, m);
-                    g.mtp_restart(mst, st.position - m);
-                }, [&] { g.mtp_forward(mst, t, MtpInput::trunk); }, nothing);
-            }
-            k.chain = timed(nothing, [&] { g.mtp_forward(mst, one, MtpInput::own); }, nothing);
-            return k;
-        };
-        const Costs none = measure(0), all = measure(-1);
-        g.set_max_layers(-1);
-        // 43 layers: the head-only call plus 43 times the per-layer slope; the MTP layer and
-        // the rewind as measured.
-        Costs flash = all;
-        auto extrapolate = [&](double head, double full) { return head + 43.0 * (full - head) / L; };
-        flash.step = extrapolate(none.step, all.step);
-        for (int n = 1; n <= 4; ++n) flash.call[n] = extrapolate(none.call[n], all.call[n]);
-        std::printf("\npart 2: %s (%d layers + MTP layer), median of %d, ms\n", argv[3], L, reps);
-        std::printf("%-30s %10s %10s %10s %10s\n", "", "1 token", "2 tokens", "3 tokens", "4 tokens");
-        auto row = [&](const char* what, const double* v) {
-            std::printf("%-30s %10.3f %10.3f %10.3f %10.3f\n", what, v[1], v[2], v[3], v[4]);
-        };
-        double singles[5], flash_singles[5];
-        for (int n = 1; n <= 4; ++n) singles[n] = n * all.step, flash_singles[n] = n * flash.step;
-        row("verify-sized call (measured)", all.call);
-        row("n decode steps (measured)", singles);
-        row("verify-sized call (43 layers)", flash.call);
-        row("n decode steps (43 layers)", flash_singles);
-        row("MTP catch-up over n positions", all.mtp);
-        std::printf("decode step %.3f ms measured, %.3f ms at 43 layers; MTP chained step %.3f ms; rewind %.3f ms\n",
-                    all.step, flash.step, all.chain, all.rewind);
-
-        // Expected tokens a second at the measured acceptance.
-        std::printf("\nacceptance by position (part 1, k = 3): %.3f %.3f %.3f\n", a[0], a[1], a[2]);
-        double best = 0, best_bound = 0;
-        std::size_t best_k = 0;
-        for (const Costs* costs : {&all, static_cast<const Costs*>(&flash)}) {
-            const bool is_flash = costs == &flash;
-            std::printf("%s: plain %.1f tok/s\n", is_flash ? "43 layers" : "measured", 1e3 / costs->step);
-            for (std::size_t k = 1; k <= 3; ++k) {
-                std::vector<double> acc(k + 2, 0.0);  // acc[i]: first i guesses held
-                acc[0] = 1;
-                for (std::size_t i = 1; i <= k; ++i) acc[i] = a[i - 1];
-                double tokens_per = 0, ms = costs->call[k + 1] + (k - 1) * costs->chain;
-                for (std::size_t j = 0; j <= k; ++j) {
-                    const double p = acc[j] - acc[j + 1];
-                    tokens_per += p * double(j + 1);
-                    ms += p * (costs->mtp[j + 1] + (j < k ? costs->rewind + costs->call[j + 1] : 0.0));
-                }
-                const double rate = tokens_per * 1e3 / ms, plain = 1e3 / costs->step;
-                std::printf("  k=%zu: %.2f tokens a verify call, %.3f ms a cycle, %.1f tok/s, speed-up %.2fx (bound %.2fx)\n", k,
-                            tokens_per, ms, rate, rate / plain, tokens_per * costs->step / costs->call[k + 1]);
-                if (is_flash && rate / plain > best) best = rate / plain, best_k = k, best_bound = tokens_per;
-            }
+        std::vector<Config> configs;
+        std::size_t slot = 0;
+        std::int64_t trunk_experts = 0;
+        std::vector<std::uint64_t> quarter;  // the static placement's profile: each layer's first quarter busiest
+        {
+            GpuOptions o;
+            o.max_context = 4096;
+            const bench::BenchModel bm = bench::load_bench_model(argv[3], pool, o);
+            if (!bm.gpu->has_mtp()) throw std::runtime_error("the container's MTP layer is not on the GPU: " + bm.gpu->mtp_why_not());
+            slot = (bm.gpu->expert_extent(0, 0).bytes + 255) / 256 * 256;
+            const int E = bm.gpu->config().n_routed_experts;
+            trunk_experts = std::int64_t(bm.gpu->config().num_layers) * E;
+            quarter.assign(std::size_t(trunk_experts), 0);
+            for (std::int64_t i = 0; i < trunk_experts; ++i) quarter[std::size_t(i)] = i % E < E / 4 ? 1 : 0;
+            configs.push_back({"all resident", geometry_costs(argv[3], "all resident", *bm.gpu, a, reps)});
         }
-        std::printf("\nfigure: V4-Flash geometry (43 layers extrapolated), MTP drafts at the trained tiny model's acceptance: "
-                    "best k=%zu, %.2fx the tokens a second without drafts, net of drafting, verify and replay\n",
-                    best_k, best);
-        std::printf("bound: %.2f tokens a verify call (the speed-up if verifying cost one step and drafting nothing)\n",
-                    best_bound);
+        for (const DraftPlacement where : {DraftPlacement::ram, DraftPlacement::vram}) {
+            GpuOptions o;
+            o.max_context = 4096;
+            o.tiers.slab_cap = std::size_t(trunk_experts / 4) * slot;
+            o.tiers.strategy = "static";
+            o.tiers.profile = quarter;
+            o.draft_placement = where;
+            const std::string label = std::string("trunk tiered (slab 1/4), draft's experts in ") +
+                                      (where == DraftPlacement::ram ? "RAM" : "VRAM");
+            const bench::BenchModel bm = bench::load_bench_model(argv[3], pool, o);
+            const GpuTierReport r = bm.gpu->tiers();
+            if (!r.tiered) throw std::runtime_error(label + ": not tiered (" + r.why + ")");
+            std::printf("%s: %lld trunk experts in the slab, %lld in the host pool\n", label.c_str(), (long long)r.on_gpu,
+                        (long long)r.in_pool);
+            configs.push_back({label, geometry_costs(argv[3], label, *bm.gpu, a, reps)});
+        }
+        std::printf("\n");
+        for (const Config& cf : configs)
+            std::printf("figure (%s): V4-Flash geometry (43 layers extrapolated), MTP drafts at the trained tiny model's "
+                        "acceptance: best k=%zu, %.2fx the tokens a second without drafts, net of drafting, verify and replay; "
+                        "bound %.2f tokens a verify call\n",
+                        cf.label.c_str(), cf.best.k, cf.best.speedup, cf.best.bound);
         std::printf("auto on the trained tiny model (launch-bound): %s\n", auto_drafting ? "keeps to drafts" : "keeps to plain steps");
         return 0;
     } catch (const std::exception& e) {
