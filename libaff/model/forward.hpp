@@ -55,7 +55,7 @@ struct DecodeState {
     std::vector<LayerState> mtp;      // MTP layers (their own rings)
     std::int64_t mtp_position = 0;    // next position of the MTP layer
     SelectionMargins* margins = nullptr;  // diagnostics (tests): see SelectionMargins
-    RouteObserver* routes = nullptr;      // route traces: sees the main layers' routing
+    RouteObserver* routes = nullptr;      // route traces: sees the main layers' routing (mtp_forward's: layer L)
     // DSpark taps: when set, forward() fills it with [n, taps, D], the mean of the residual
     // streams after each of config.dspark.tap_layers for each token run (model doc §5.2).
     std::vector<float>* taps = nullptr;
@@ -124,6 +124,7 @@ public:
     // Returns [n, V] logits, or only the last row's ([V]) when !all_logits; advances
     // state.mtp_position by n. streams_out, when given, receives the MTP layer's output
     // streams [n, hc_mult, D] (before its hyper head): the H of a further draft step.
+    // state.routes, when set, sees the MTP layer's routing as one call of layer num_layers.
     std::vector<float> mtp_forward(DecodeState& state, std::span<const float> streams,
                                    std::span<const std::int32_t> next_tokens, bool all_logits = true,
                                    std::vector<float>* streams_out = nullptr) const;
