@@ -172,8 +172,7 @@ GpuModel::GpuModel(const Model& cpu, const TensorReader* weights, const GpuOptio
         // of the decision, so that a model which fits only by eating the headroom is tiered
         // rather than loaded whole and left to fail on its first graph capture.
         const std::size_t available = part->available_bytes();
-        const std::size_t headroom =
-            options.tiers.headroom ? *options.tiers.headroom : placement::derived_headroom(available);
+        const std::size_t headroom = placement::plan_headroom(options.tiers.headroom, available);
         if (devices.size() == 1 && part->experts_codebook &&
             (options.tiers.slab_cap || part->plan.total() + headroom > available)) {
             auto why = [](std::size_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };

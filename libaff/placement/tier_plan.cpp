@@ -18,11 +18,15 @@ std::string mib(std::uint64_t bytes) {
 
 std::uint64_t derived_headroom(std::uint64_t gpu_budget) { return std::max<std::uint64_t>(256 * kMiB, gpu_budget / 100 * 3); }
 
+std::uint64_t plan_headroom(const std::optional<std::uint64_t>& given, std::uint64_t gpu_budget) {
+    return given ? *given : derived_headroom(gpu_budget);
+}
+
 TierPlan plan_tiers(const TierInputs& in) {
     if (in.slot_bytes == 0 || in.experts < 0) throw_internal("plan_tiers: no slot size or a negative expert count");
     TierPlan p;
     p.gpu_budget = in.gpu_cap ? std::min(in.gpu_free, in.gpu_cap) : in.gpu_free;
-    p.headroom = in.headroom ? *in.headroom : derived_headroom(p.gpu_budget);
+    p.headroom = plan_headroom(in.headroom, p.gpu_budget);
     const std::uint64_t needed = in.resident_bytes + p.headroom;
     if (needed > p.gpu_budget)
         throw Error(ErrorKind::device, "the model's resident part (" + mib(in.resident_bytes) + ") and the headroom (" + mib(p.headroom) +

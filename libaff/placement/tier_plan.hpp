@@ -54,6 +54,9 @@ struct TierPlan {
 // The headroom when none is given: 256 MiB or 3 % of the GPU budget, whichever is more (a CUDA
 // context and captured graphs grow by a few hundred MiB on a large model).
 std::uint64_t derived_headroom(std::uint64_t gpu_budget);
+// The headroom a plan on `gpu_budget` leaves: `given` (--gpu-headroom-mib) or the derived one.
+// Also what the GPU model's decision to tier leaves, so that both sides use one rule.
+std::uint64_t plan_headroom(const std::optional<std::uint64_t>& given, std::uint64_t gpu_budget);
 
 // Throws a device error naming the MiB missing when even the resident part and the headroom do not
 // fit the GPU budget (the only case that is refused: experts that fit nowhere else stay on the SSD),
