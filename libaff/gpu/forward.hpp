@@ -114,7 +114,7 @@ struct GpuTierOptions {
     std::size_t host_available = 0;             // MemAvailable; 0: read from /proc/meminfo (tests set it)
     // The mover between calls (placement/policy.hpp names; "static" moves nothing).
     std::string strategy = "heat";
-    placement::HeatOptions heat;
+    placement::HeatOptions heat = placement::gpu_mover_heat_options();
     // Initial placement: per-(layer, expert) counts, layer-major (an expert profile); busiest
     // first into the slab. Empty: layer-major key order.
     std::vector<std::uint64_t> profile;

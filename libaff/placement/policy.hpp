@@ -78,6 +78,23 @@ struct HeatOptions {
     HeatOracle oracle = HeatOracle::none;
 };
 
+// The heat knobs the GPU's mover starts from (aff-run, aff-serve, GpuTierOptions), where
+// HeatOptions{} is what aff-trace replay starts from. Replay charges a move nothing but its
+// bytes; on the GPU a promotion's copy shares the bus with the next call's pooled reads and
+// stalls it (0.9-2.1 ms a token at 3.6-6.2 moves a token on the emulated 24-64 GiB cards:
+// tests/bench/RESULTS.md, session 9). So the GPU mover is reluctant: one admission a
+// dispatch, and only for an expert clearly hotter than its victim (twice its heat and 8
+// tokens more), which leaves near-uniform routing alone and still brings in an expert that
+// stays hot for a dozen steps. tiers_bench measures both on the GPU in one run (variants
+// heat and eager-heat; RESULTS.md, sessions 9 and 10).
+inline HeatOptions gpu_mover_heat_options() {
+    HeatOptions h;
+    h.max_moves = 1;
+    h.min_gain = 8;
+    h.hysteresis = 1.0;
+    return h;
+}
+
 // "heat", "demand", "static", "lru", "lfu", "belady"; throws aff::Error (usage) otherwise.
 std::unique_ptr<Policy> make_policy(std::string_view name, const HeatOptions& heat = {});
 std::span<const std::string_view> policy_names();

@@ -24,8 +24,9 @@ struct BackendOptions {
     std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
     std::size_t host_pool_reserve_mib = 1536;
     std::string placement_strategy = "heat";
-    // The heat mover's knobs (--placement-moves, -decay, -hysteresis, -min-gain, -lead, -shadow).
-    placement::HeatOptions heat;
+    // The heat mover's knobs (--placement-moves, -decay, -hysteresis, -min-gain, -lead, -shadow);
+    // the GPU mover's defaults (placement::gpu_mover_heat_options: a move stalls the next call).
+    placement::HeatOptions heat = placement::gpu_mover_heat_options();
     // --expert-profile: the initial placement's order (busiest first into the GPU slab);
     // empty: the container's own profile section when it has one for this model, else
     // layer-major order.

@@ -176,7 +176,7 @@ Gpu& add_gpu(CLI::App& app) {
 }
 
 void add_placement_knobs(CLI::App& app, placement::HeatOptions& heat, bool replay_aliases) {
-    const placement::HeatOptions d;
+    const placement::HeatOptions d = heat;
     auto names = [replay_aliases](const char* name, const char* alias) {
         return replay_aliases ? std::string(name) + "," + alias : std::string(name);
     };

@@ -55,7 +55,7 @@ struct Gpu {
     std::optional<std::size_t> gpu_expert_mib, gpu_headroom_mib, host_pool_mib;
     std::size_t host_pool_reserve_mib = 1536;
     std::string placement_strategy = "heat";
-    placement::HeatOptions heat;  // add_placement_knobs
+    placement::HeatOptions heat = placement::gpu_mover_heat_options();  // add_placement_knobs
     std::string expert_profile;  // --expert-profile FILE
     std::string draft_placement = "auto";  // --draft-placement auto|vram|ram
 };
@@ -72,7 +72,9 @@ Gpu& add_gpu(CLI::App& app);
 // beat it by, >= 0), --placement-lead H (cap on an expert's heat, > 0), --placement-shadow N
 // (copies in flight at once, 1..4096). aff-run and aff-serve take them (add_gpu); aff-trace
 // replay takes them too, with its older names as aliases (replay_aliases: --max-moves,
-// --half-life, --hysteresis, --min-gain, --lead-limit, --shadow-slots).
+// --half-life, --hysteresis, --min-gain, --lead-limit, --shadow-slots). The defaults shown
+// are `heat`'s values when the options are added: the GPU mover's for aff-run and aff-serve,
+// HeatOptions{} for replay (placement/policy.hpp says why they differ).
 void add_placement_knobs(CLI::App& app, placement::HeatOptions& heat, bool replay_aliases = false);
 // The backend's options from them (--gpus, --gpu-mib, the tiers').
 void set_backend(const Gpu& gpu, BackendOptions& out);

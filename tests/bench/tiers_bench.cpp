@@ -15,11 +15,12 @@
 // (another seed of the same token distribution, what `aff-profile` on calibration text gives a
 // user) counted per (layer, expert) through the route observer.
 // Each card runs the mover variants of TIERS_VARIANTS (comma-separated; default the first three):
-//   heat            the default: heat mover, initial placement in key order;
+//   heat            the default: the GPU mover's heat knobs (placement::gpu_mover_heat_options:
+//                   one move a dispatch, twice the victim's heat and 8 more), key order start;
+//   eager-heat      the same start with replay's knobs (HeatOptions{}: 4 moves, 0.25, 0.5);
 //   static+profile  the calibration profile's busiest experts in the slab, nothing moves;
-//   heat+profile    the same start, then the heat mover;
-//   slow-heat+profile  the same with a reluctant mover (--placement-moves 1, --placement-min-gain
-//                   8, --placement-hysteresis 1): a move costs the PCIe bytes of one expert read.
+//   heat+profile    the same start, then the default heat mover;
+//   eager-heat+profile  the same start, then the eager one.
 // TIERS_SSD_CARD (default 24; empty: none) adds the SSD scenario on that card: the host pool
 // capped (GpuTierOptions::host_pool, what --host-pool-mib sets) at TIERS_SSD_POOL_SHARE
 // (default 0.5) of the experts the slab does not hold, the rest left on the SSD, placement
@@ -301,14 +302,12 @@ int main(int argc, char** argv) {
         const double ssd_pool_share = std::getenv("TIERS_SSD_POOL_SHARE") ? std::atof(std::getenv("TIERS_SSD_POOL_SHARE")) : 0.5;
         auto tier_options = [&](const std::string& variant) {
             GpuOptions t = o;
-            if (variant == "heat") return t;
+            const bool eager = variant.rfind("eager-", 0) == 0;
+            if (eager) t.tiers.heat = aff::placement::HeatOptions{};
+            if (variant == "heat" || variant == "eager-heat") return t;
             if (variant == "static+profile") {
                 t.tiers.strategy = "static";
-            } else if (variant == "slow-heat+profile") {
-                t.tiers.heat.max_moves = 1;
-                t.tiers.heat.min_gain = 8;
-                t.tiers.heat.hysteresis = 1.0;
-            } else if (variant != "heat+profile") {
+            } else if (variant != "heat+profile" && variant != "eager-heat+profile") {
                 throw std::runtime_error("TIERS_VARIANTS: unknown variant " + variant);
             }
             t.tiers.profile = profile;

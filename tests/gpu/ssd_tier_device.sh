@@ -60,7 +60,11 @@ for case in "small-static 36 36 static 56" "small-demand 36 36 demand 56" "small
   "nopool-demand 36 0 demand 60" "nopool-heat 36 0 heat 60" "none-static 0 0 static 64"; do
   read -r name slab pool strategy ssd <<<"$case"
   t0=$SECONDS
-  if ! run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy"; then
+  # heat with replay's eager knobs: the GPU defaults rightly move nothing on this random
+  # model's near-uniform routing, and the moving path is what the heat cases test.
+  eager=()
+  [ "$strategy" = heat ] && eager=(--placement-moves 4 --placement-min-gain 0.5 --placement-hysteresis 0.25)
+  if ! run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy" "${eager[@]}"; then
     note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
     rc=1
     continue

@@ -139,6 +139,10 @@ void ssd_on(const std::string& label, const std::string& path, bool has_learned_
             o.tiers.slab_cap = std::size_t(cf.slab) * slot_bytes;
             o.tiers.host_pool = std::size_t(cf.pool) * slot_bytes;
             o.tiers.strategy = cf.strategy;
+            // Replay's eager heat knobs, not the GPU mover's reluctant defaults: on these random
+            // models' near-uniform routing the defaults rightly move nothing, and the moving
+            // path is what these rows test.
+            o.tiers.heat = aff::placement::HeatOptions{};
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const auto t0 = std::chrono::steady_clock::now();

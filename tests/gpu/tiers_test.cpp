@@ -149,6 +149,10 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             aff::gpu::GpuOptions o;
             o.tiers.slab_cap = std::size_t(slots) * slot_bytes;
             o.tiers.strategy = cf.strategy;
+            // Replay's eager heat knobs, not the GPU mover's reluctant defaults: on these random
+            // models' near-uniform routing the defaults rightly move nothing, and the moving
+            // path is what these rows test.
+            o.tiers.heat = aff::placement::HeatOptions{};
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const Run got = run(g, sc, false);

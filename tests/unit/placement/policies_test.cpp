@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <initializer_list>
+#include <random>
 #include <map>
 #include <tuple>
 #include <string>
@@ -204,6 +205,49 @@ TEST_CASE("heat with no moves allowed is the static placement", "[placement]") {
     REQUIRE(r[1].counters.admissions == 0);
     o.heat.max_moves = 4;
     REQUIRE(replay(t, o)[1].counters.admissions > 0);
+}
+
+// The GPU mover's knobs (placement::gpu_mover_heat_options) against replay's (HeatOptions{}):
+// on routing with no favourite they leave the slab alone where the eager ones churn (every
+// admission is a copy that stalls the GPU's next call for nothing), and an expert that stays
+// hot is still brought in, once.
+TEST_CASE("the GPU mover's heat knobs do not churn on uniform routing and still admit a hot expert", "[placement]") {
+    // 64 experts, top-1, one token a step drawn uniformly; the slab holds 16.
+    std::mt19937_64 rng(11);
+    RouteTrace uniform = one_layer_trace(64, {});
+    for (std::uint32_t pos = 0; pos < 3000; ++pos) {
+        TraceStep s;
+        s.tokens.push_back({7, 0, pos, Phase::decode});
+        s.experts.push_back(std::uint16_t(rng() % 64));
+        s.weights.push_back(1.0f);
+        s.layers = {0};
+        uniform.steps.push_back(s);
+    }
+    ReplayOptions o;
+    o.gpu_bytes = {16 * uniform.header.expert_bytes};
+    o.policies = {"static", "heat"};
+    const auto eager = replay(uniform, o);
+    o.heat = placement::gpu_mover_heat_options();
+    const auto reluctant = replay(uniform, o);
+    INFO("eager admissions " << eager[1].counters.admissions << ", reluctant " << reluctant[1].counters.admissions);
+    REQUIRE(eager[1].counters.admissions > 300);
+    REQUIRE(reluctant[1].counters.admissions * 50 <= eager[1].counters.admissions);
+    // Moving bought the eager mover nothing here: no more than 2 % of the accesses over static.
+    REQUIRE(double(eager[1].counters.gpu_hits) <= double(eager[0].counters.gpu_hits) + 0.02 * 3000);
+    REQUIRE(reluctant[1].counters.gpu_hits + 0.02 * 3000 >= double(reluctant[0].counters.gpu_hits));
+
+    // Expert 7 of 8 chosen every step, the slab holding 0 and 1 (key order): admitted once,
+    // within the first dozen steps (heat 1 a step against a cold victim: past 8 at the ninth).
+    std::initializer_list<std::uint16_t> seven = {7};
+    const RouteTrace hot = one_layer_trace(8, {seven, seven, seven, seven, seven, seven, seven, seven, seven, seven,
+                                               seven, seven, seven, seven, seven, seven, seven, seven, seven, seven});
+    ReplayOptions h;
+    h.gpu_bytes = {2 * hot.header.expert_bytes};
+    h.policies = {"heat"};
+    h.heat = placement::gpu_mover_heat_options();
+    const placement::Counters c = replay(hot, h)[0].counters;
+    REQUIRE(c.admissions == 1);
+    REQUIRE(c.gpu_hits >= 20 - 12);
 }
 
 TEST_CASE("replay refuses unknown policies, foreign profiles and an unknown expert size", "[placement]") {
