@@ -72,7 +72,11 @@
 // when they are tiered: DraftPlacement) and run by mtp_forward on the trunk's final
 // streams, which stay on the device: keep_streams copies rows of the last call's streams into
 // the MTP state's store. One GPU with attention on it only (mtp_why_not says why not).
-// Not yet: batched prefill of several sequences.
+// DSpark (model doc §5.2, forward_taps.cpp): set_taps makes the trunk's calls also give the
+// tap features (the mean of the streams after each tap layer) on the host, for the DSpark
+// drafter, whose stages run on the CPU reference beside the GPU trunk so far
+// (libaff/runtime/gpu_dspark_runner.hpp). One GPU only.
+// Not yet: batched prefill of several sequences; the DSpark stages on the device.
 // Plain C++ header; built in GPU builds only (libaff/runtime/open_sequence.hpp is the always-built door).
 #pragma once
 
@@ -396,6 +400,20 @@ public:
     // The MTP ring [W, Dh] in host memory (tests).
     std::vector<float> mtp_ring(const GpuDecodeState& mtp) const;
 
+    // DSpark taps (model doc §5.2; forward_taps.cpp), for the DSpark drafter on a GPU trunk:
+    // while on, each forward and decode call also gives last_taps(), [n, taps, D]: the plain
+    // mean of the hc streams after each of config.dspark.tap_layers (after the layer's last
+    // expand), what the CPU reference puts in DecodeState::taps; a decode of B sequences
+    // gives B rows, sequence i's in row i. The taps read the streams and never write them:
+    // the logits are the same bit for bit with taps on or off (tests/gpu/dspark_test.cpp).
+    // Off by default (no copies then); switching drops the captured decode graphs. One GPU
+    // only: set_taps(true) throws unsupported for a split model or a model without tap layers.
+    void set_taps(bool on);
+    bool taps_on() const;
+    // GpuOptions::draft_placement as given (the DSpark runner refuses anything but automatic).
+    DraftPlacement draft_placement() const;
+    std::span<const float> last_taps() const { return taps_; }
+
     // Diagnostics and benchmarks (tests/bench/decode_bench.cpp):
     // decode, timed per op class (see GpuStepProfile); the sequences advance as in decode.
     GpuStepProfile profile_decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens);
@@ -430,6 +448,10 @@ private:
     std::vector<float> finish_call(std::size_t rows, std::span<const std::int32_t> tokens,
                                    std::span<const std::int64_t> starts);
     void report_routes(std::span<const std::int32_t> tokens, std::span<const std::int64_t> starts);
+    // finish_call's part of the taps (forward_taps.cpp): the n rows' copies queued to the host
+    // after the logits, and their means once the stream is done.
+    void queue_taps(int n);
+    void average_taps(int n);
     // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
     Impl& expert_owner(int layer, int expert, const char* what) const;
     // The part that runs the MTP layer, after checking it has it and `mtp` (when given) is an
@@ -439,6 +461,7 @@ private:
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed
     RouteObserver* routes_ = nullptr;             // set_route_observer
+    std::vector<float> tap_streams_, taps_;       // the last call's tap streams [tap][n, hc, D] and means [n, taps, D]
 };
 
 }  // namespace aff::gpu

@@ -49,6 +49,7 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     std::vector<std::int32_t> pos(n);
     for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(st.position + t);
     const int first = all_logits ? 0 : n - 1;
+    shards_.front()->ensure_taps(n);
     bool pending = false;
     for (std::size_t i = 0; i < shards_.size(); ++i) {  // each part in turn, on its own device
         Impl& m = *shards_[i];
@@ -69,6 +70,7 @@ std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::
     std::vector<float> out(rows * std::size_t(m0.c.vocab_size));
     use_device(last.device);
     last.stream.copy(out.data(), last.logits, out.size() * 4);
+    if (m0.taps_on) queue_taps(n);  // one GPU: the same stream, waited for with the logits
     for (const auto& p : shards_)  // after the logits: one copy each, waited for with them
         if (routes_ || p->tiers) {
             use_device(p->device);
@@ -79,6 +81,7 @@ std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::
             use_device(p->device);
             p->stream.synchronize();
         }
+    if (m0.taps_on) average_taps(n);
     if (shards_.size() == 1) shards_.front()->move_experts(n);  // tiered experts only; every launch is done
     use_device(m0.device);
     if (routes_) report_routes(toks, starts);
@@ -199,6 +202,7 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
         pos[i] = static_cast<std::int32_t>(states[i]->position);
         starts[i] = states[i]->position;
     }
+    m0.ensure_taps(B);
     bool pending = false;
     for (std::size_t part = 0; part < shards_.size(); ++part) {
         Impl& m = *shards_[part];

@@ -133,6 +133,15 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
         std::size_t identity = 0;  // post = 1, comb = I for kScratchTokens rows: hc_post as "add e to every stream"
     } mtp;
     std::vector<std::size_t> layer_dense_bytes;  // every weight of a layer but its routed experts
+    // DSpark taps (forward_taps.cpp; GpuModel::set_taps): while taps_on, run() copies the
+    // streams after each tap layer, expanded, into taps_dev [tap][taps_rows][hc, D].
+    bool taps_on = false;
+    Buffer taps_dev;
+    int taps_rows = 0;
+    // Room for `rows` rows a tap (before a call's launches: a captured graph must not see it move).
+    void ensure_taps(int rows);
+    // After layer l of a call of n rows: its streams into taps_dev when l is a tap layer.
+    void tap_after(int l, int n, bool pending);
     int fp8_linears = 0, dense_linears = 0;
 
     // Attention on the GPU: whether the kernels take this geometry (why not, if not), the RoPE

@@ -34,7 +34,10 @@ bool GpuModel::Impl::run(std::span<const Seq> seqs, int n, int first, GpuDecodeS
         mark("embedding");
         gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, hc, x, stream.handle());  // §3.0
     }
-    for (int l = first_layer; l < run_end(); ++l) pending = run_layer(l, seqs, n, pending, cpu_state);
+    for (int l = first_layer; l < run_end(); ++l) {
+        pending = run_layer(l, seqs, n, pending, cpu_state);
+        if (taps_on) tap_after(l, n, pending);  // reads x (and the pending expand), writes only its copy
+    }
     steps.layer = -1;
     if (end_layer < c.num_layers) {  // the next part continues from here
         mark("end");
