@@ -3,40 +3,47 @@
 #include "libaff/runtime/dspark_drafter.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/cpu_dspark_runner.hpp"
 #include "libaff/runtime/draft_sampling.hpp"
 
 #include <algorithm>
 
 namespace aff {
 
-DsparkDrafter::DsparkDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens, float min_survival)
-    : model_(model), trunk_(trunk),
-      max_tokens_(std::min(max_tokens, std::size_t(std::max(1, model.config().dspark.block_size)))),
+namespace {
+const ModelConfig& config_of(const std::unique_ptr<DsparkRunner>& runner) {
+    if (!runner) throw_internal("DsparkDrafter: no runner");
+    return runner->config();
+}
+}  // namespace
+
+DsparkDrafter::DsparkDrafter(std::unique_ptr<DsparkRunner> runner, std::size_t max_tokens, float min_survival)
+    : runner_(std::move(runner)),
+      max_tokens_(std::min(max_tokens, std::size_t(std::max(1, config_of(runner_).dspark.block_size)))),
       min_survival_(min_survival),
-      row_(model.config().dspark.tap_layers.size() * std::size_t(model.config().hidden_size)),
-      window_(model.config().sliding_window) {
-    if (!model.has_dspark()) throw_unsupported("the model has no DSpark stages to draft with");
+      row_(runner_->config().dspark.tap_layers.size() * std::size_t(runner_->config().hidden_size)),
+      window_(runner_->config().sliding_window) {
     if (max_tokens == 0) throw_usage("the DSpark drafter needs at least one draft token");
-    state_ = model.new_dspark_state();
-    trunk_.set_stream_observer(this);
+    runner_->listen(this);
 }
 
-DsparkDrafter::~DsparkDrafter() { trunk_.set_stream_observer(nullptr); }
+DsparkDrafter::DsparkDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens, float min_survival)
+    : DsparkDrafter(make_cpu_dspark_runner(model, trunk), max_tokens, min_survival) {}
+
+DsparkDrafter::~DsparkDrafter() { runner_->listen(nullptr); }
 
 void DsparkDrafter::start(const SamplerParams& sampling) {
     new_sequence_ = true;
     sampler_ = draft_sampler(sampling);
 }
 
-void DsparkDrafter::restart(std::int64_t position) {
-    state_ = model_.new_dspark_state(position);
-    first_ = position;
-}
+void DsparkDrafter::restart(std::int64_t position) { runner_->restart(position); }
 
 void DsparkDrafter::extend_to(std::int64_t position) {
-    if (state_.position >= position) return;
-    model_.dspark_extend(state_, std::span<const float>(taps_).subspan(std::size_t(state_.position - taps_start_) * row_,
-                                                                       std::size_t(position - state_.position) * row_));
+    const std::int64_t at = runner_->position();
+    if (at >= position) return;
+    runner_->extend(std::span<const float>(taps_).subspan(std::size_t(at - taps_start_) * row_,
+                                                          std::size_t(position - at) * row_));
 }
 
 void DsparkDrafter::on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) {
@@ -48,10 +55,10 @@ void DsparkDrafter::on_taps(std::int64_t start, std::size_t n, std::span<const f
         restart(start);
         taps_.clear();
         taps_start_ = start;
-    } else if (start < state_.position) {
+    } else if (start < runner_->position()) {
         // The trunk went back behind the rings (not a rejected guess: those never reach them):
         // rebuild them from the rows kept, from as far back as those reach.
-        state_ = model_.new_dspark_state(taps_start_);
+        runner_->restart(taps_start_);
     }
     // A call at `start` means the trunk holds every position before it: the rings take them
     // now (the rows of a verify call's rejected guesses were replaced above).
@@ -59,7 +66,7 @@ void DsparkDrafter::on_taps(std::int64_t start, std::size_t n, std::span<const f
     extend_to(start);
     taps_.insert(taps_.end(), taps.begin(), taps.begin() + std::ptrdiff_t(n * row_));
     // Rows one window before the rings' end stay, for a rebuild; older ones are not needed.
-    const std::int64_t drop = std::max<std::int64_t>(0, state_.position - window_ - taps_start_);
+    const std::int64_t drop = std::max<std::int64_t>(0, runner_->position() - window_ - taps_start_);
     taps_.erase(taps_.begin(), taps_.begin() + std::ptrdiff_t(std::size_t(drop) * row_));
     taps_start_ += drop;
 }
@@ -76,26 +83,26 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     confidences_.clear();
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token (the anchor) runs at P.
-    const std::int64_t P = trunk_.position();
+    const std::int64_t P = runner_->trunk_position(), at = runner_->position();
     const std::int64_t end = taps_start_ + std::int64_t(taps_.size() / row_);
-    if (P == 0 || end < P || state_.position > P || state_.position < taps_start_) return {};
+    if (P == 0 || end < P || at > P || at < taps_start_) return {};
     // The rings take the positions the trunk has confirmed since its last call (the accepted
     // tokens of the last verify call, or the whole of it).
     extend_to(P);
 
-    const std::size_t V = std::size_t(model_.config().vocab_size), D = std::size_t(model_.config().hidden_size);
+    const std::size_t V = std::size_t(runner_->config().vocab_size);
     if (sampler_) q_.resize(max_tokens_ * V);
-    DsparkBlock block = model_.dspark_block(state_, context.back());
+    runner_->block(context.back());
     std::vector<std::int32_t> guesses;
     std::int32_t prev = context.back();
     float survival = 1.0f;
     for (std::size_t i = 0; i < max_tokens_; ++i) {
-        const std::span<float> logits = std::span<float>(block.logits).subspan(i * V, V);
-        const float c = model_.dspark_confidence(std::span<const float>(block.y).subspan(i * D, D), prev);
+        const float c = runner_->confidence(i, prev);
         confidences_.push_back(c);
         survival *= c;
         if (i > 0 && survival < min_survival_) break;
-        model_.dspark_markov(prev, logits);
+        // Guess i's Markov correction follows guess i - 1 (or the anchor): one row at a time.
+        const std::vector<float> logits = runner_->guess_logits(i, prev);
         prev = pick(logits, i);
         guesses.push_back(prev);
     }
@@ -105,7 +112,7 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
 
 std::span<const float> DsparkDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
-    const std::size_t V = std::size_t(model_.config().vocab_size);
+    const std::size_t V = std::size_t(runner_->config().vocab_size);
     return std::span<const float>(q_).subspan(i * V, V);
 }
 

@@ -1,9 +1,13 @@
-// The DSpark drafter (model doc §5.2) on the CPU reference: the model's DSpark stages guess a
-// block of up to γ tokens after the one just chosen, in one pass, and the confidence head
-// decides how many of them the verify call checks. Its state is the stages' context rings,
-// built from the trunk's tap features (the mean of the streams after the tap layers), which
-// it sees through CpuSequence's StreamObserver for every forward call, verify calls
-// included. The rings take only trunk-confirmed positions: a forward call that starts at
+// The DSpark drafter (model doc §5.2): the model's DSpark stages guess a block of up to γ
+// tokens after the one just chosen, in one pass, and the confidence head decides how many of
+// them the verify call checks. Its state is the stages' context rings, built from the trunk's
+// tap features (the mean of the streams after the tap layers), which it hears of for every
+// forward call, verify calls included. What runs the stages and where the taps come from is a
+// DsparkRunner's (dspark_runner.hpp): on a CPU trunk, the CPU reference fed through
+// CpuSequence's StreamObserver (cpu_dspark_runner.hpp); on a GPU trunk, the trunk's taps
+// computed on the device and the stages on the CPU (gpu_dspark_runner.hpp). This class is
+// the logic both share, as MtpDrafter is the MTP drafter's. The rings take only
+// trunk-confirmed positions: a forward call that starts at
 // position p says the trunk holds every position before p, so the rings are extended to p
 // then (and a proposal extends them to the trunk's position: the accepted tokens of the last
 // verify call); the draft block reads the rings without writing them, so nothing has to be
@@ -27,9 +31,11 @@
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/drafter.hpp"
+#include "libaff/runtime/dspark_runner.hpp"
 #include "libaff/runtime/sampler.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -41,11 +47,14 @@ namespace aff {
 // pass 0 to verify every guess).
 constexpr float dspark_min_survival = 0.25f;
 
-class DsparkDrafter final : public Drafter, private StreamObserver {
+class DsparkDrafter final : public Drafter, private TapListener {
 public:
-    // `model` must have DSpark stages (throws unsupported otherwise) and max_tokens be at
-    // least 1 (throws usage). `trunk` is the CPU sequence the generation runs on; the drafter
-    // becomes its stream observer. Both must outlive the drafter.
+    // On `runner` (not null; throws internal otherwise); max_tokens at least 1 (throws usage).
+    DsparkDrafter(std::unique_ptr<DsparkRunner> runner, std::size_t max_tokens,
+                  float min_survival = dspark_min_survival);
+    // On the CPU reference: make_cpu_dspark_runner(model, trunk), which throws unsupported for
+    // a model without DSpark stages. `trunk` is the CPU sequence the generation runs on; both
+    // must outlive the drafter.
     DsparkDrafter(const Model& model, CpuSequence& trunk, std::size_t max_tokens,
                   float min_survival = dspark_min_survival);
     ~DsparkDrafter() override;
@@ -59,14 +68,13 @@ public:
     // Also marks the next forward call as the start of a new sequence for the rings.
     void start(const SamplerParams& sampling) override;
 
-    // The rings (tests compare them with a fresh build's) and the last proposal's confidences
-    // c_0 .. (one per guess computed, at least as many as guesses proposed).
-    const DsparkState& state() const { return state_; }
+    // The runner, with the rings (tests compare them with a fresh build's), and the last
+    // proposal's confidences c_0 .. (one per guess computed, at least as many as guesses
+    // proposed).
+    const DsparkRunner& runner() const { return *runner_; }
     std::span<const float> confidences() const { return confidences_; }
 
 private:
-    void on_streams(std::int64_t, std::size_t, std::span<const float>) override {}
-    bool wants_taps() const override { return true; }
     void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) override;
     // Forgets the rings' past: the next positions start at `position`.
     void restart(std::int64_t position);
@@ -74,14 +82,11 @@ private:
     void extend_to(std::int64_t position);
     std::int32_t pick(std::span<const float> logits, std::size_t j);
 
-    const Model& model_;
-    CpuSequence& trunk_;
+    std::unique_ptr<DsparkRunner> runner_;
     const std::size_t max_tokens_;
     const float min_survival_;
     const std::size_t row_;    // floats of one position's taps (taps * D)
     const std::int64_t window_;
-    DsparkState state_;
-    std::int64_t first_ = 0;   // where the sequence the rings belong to starts
     // The trunk's taps of positions [taps_start_, taps_start_ + taps_.size() / row_).
     std::vector<float> taps_;
     std::int64_t taps_start_ = 0;

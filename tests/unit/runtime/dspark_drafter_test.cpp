@@ -217,11 +217,11 @@ TEST_CASE("the DSpark rings after a generation are a fresh build's over the trun
         REQUIRE(run.stats.accepted_tokens < run.stats.drafted_tokens);
         std::vector<std::int32_t> all = opt.prompt;
         all.insert(all.end(), run.tokens.begin(), run.tokens.end());
-        const std::int64_t P = dspark.state().position;
+        const std::int64_t P = dspark.runner().position();
         REQUIRE(P > std::int64_t(opt.prompt.size()));
         REQUIRE(P < std::int64_t(all.size()));
         const aff::DsparkState fresh = fresh_rings(*model, all, P);
-        for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.state().stages[s].ring == fresh.stages[s].ring);  // bit for bit
+        for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
     }
 }
 

@@ -1,0 +1,53 @@
+// What the DSpark drafter (dspark_drafter.hpp) asks of a backend, so that one drafter's logic
+// (the rings' catch-up over the trunk's confirmed positions, the tap rows kept for a rebuild,
+// the sequential Markov correction and the confidence cut) serves every trunk, as MtpRunner
+// (mtp_runner.hpp) does for the MTP drafter. A runner holds the stages' context rings and
+// their next position, runs the draft block, and brings the trunk's tap features of each of
+// its forward calls to the drafter. cpu_dspark_runner.hpp runs the stages on the CPU
+// reference (Model::dspark_*), fed by a CPU trunk (CpuSequence's StreamObserver) or by a GPU
+// trunk (GpuModel::set_taps: the taps computed on the device, their means brought to host).
+#pragma once
+
+#include "libaff/checkpoint/config.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace aff {
+
+// Hears the trunk's tap features of every forward call (calls a rewind replays included):
+// taps [n, taps, D] of the n tokens run at positions start, start + 1, ...
+class TapListener {
+public:
+    virtual ~TapListener() = default;
+    virtual void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) = 0;
+};
+
+class DsparkRunner {
+public:
+    virtual ~DsparkRunner() = default;
+    // The model's configuration (vocabulary, D, γ, the tap layers, the window).
+    virtual const ModelConfig& config() const = 0;
+    // The trunk sequence's position (tokens it has run).
+    virtual std::int64_t trunk_position() const = 0;
+    // Who hears the trunk's taps (null: nobody); the runner stops telling it when destroyed.
+    virtual void listen(TapListener* listener) = 0;
+    // The rings' next position; restart forgets their past: the next position is `position`.
+    virtual std::int64_t position() const = 0;
+    virtual void restart(std::int64_t position) = 0;
+    // Model::dspark_extend: taps [n, taps, D] of positions position() .. + n into the rings.
+    virtual void extend(std::span<const float> taps) = 0;
+    // Model::dspark_block on the rings (which it leaves as they are) for `anchor`; the
+    // guesses' rows are then read with the two calls below.
+    virtual void block(std::int32_t anchor) = 0;
+    // Row i of the last block's logits with the Markov correction of `prev`, the token before
+    // guess i (Model::dspark_markov), and guess i's confidence (Model::dspark_confidence).
+    virtual std::vector<float> guess_logits(std::size_t i, std::int32_t prev) = 0;
+    virtual float confidence(std::size_t i, std::int32_t prev) = 0;
+    // Stage s's ring [W, Dh] in host memory (tests).
+    virtual std::vector<float> ring(std::size_t stage) const = 0;
+};
+
+}  // namespace aff
