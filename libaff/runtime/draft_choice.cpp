@@ -3,9 +3,11 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/model/draft_load.hpp"
+#include "libaff/runtime/cpu_dspark_runner.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/draft_gate.hpp"
 #include "libaff/runtime/dspark_drafter.hpp"
+#include "libaff/runtime/gpu_dspark_runner.hpp"
 #include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
@@ -44,22 +46,33 @@ OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequen
         return out;
     }
     const bool insist = choice.mode != DraftMode::automatic;
-    // DSpark when asked, or for auto when the model has its stages and runs on the CPU path.
+    // DSpark when asked, or for auto when the model has its stages: on the CPU trunk, or on a
+    // GPU trunk on one GPU (its taps computed there, the stages on the CPU: gpu_dspark_runner.hpp).
     auto* cpu = dynamic_cast<CpuSequence*>(&backend);
-    if (choice.mode == DraftMode::dspark || (choice.mode == DraftMode::automatic && model.has_dspark() && cpu)) {
+    if (choice.mode == DraftMode::dspark || (choice.mode == DraftMode::automatic && model.has_dspark())) {
         if (!model.has_dspark())
             throw_usage("--draft dspark: the model has no DSpark stages (give their draft container with --draft-model, "
                         "or put it beside the main one as <model>.dspark.aff)");
-        if (!cpu) throw_unsupported("--draft dspark: DSpark drafts run on the CPU path only so far (--gpus 0)");
-        auto dspark = std::make_unique<DsparkDrafter>(model, *cpu, choice.max_tokens);
-        out.description = "drafts: dspark, up to " + std::to_string(dspark->max_tokens()) + " a step";
-        if (insist) {
-            out.drafter = std::move(dspark);
+        std::unique_ptr<DsparkRunner> runner;
+        std::string why;
+        if (cpu) {
+            runner = make_cpu_dspark_runner(model, *cpu);
         } else {
-            out.drafter = std::make_unique<DraftGate>(std::move(dspark));
-            out.description += ", while faster than without";
+            runner = make_gpu_dspark_runner(model, backend, why);
         }
-        return out;
+        if (runner) {
+            auto dspark = std::make_unique<DsparkDrafter>(std::move(runner), choice.max_tokens);
+            out.description = "drafts: dspark, up to " + std::to_string(dspark->max_tokens()) + " a step";
+            if (insist) {
+                out.drafter = std::move(dspark);
+            } else {
+                out.drafter = std::make_unique<DraftGate>(std::move(dspark));
+                out.description += ", while faster than without";
+            }
+            return out;
+        }
+        if (insist) throw_unsupported("--draft dspark: " + why);
+        // auto: MTP, when the model has it, may still run here.
     }
     if (!model.has_mtp()) {
         if (insist)

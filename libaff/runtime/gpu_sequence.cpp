@@ -64,6 +64,10 @@ public:
     void set_route_observer(RouteObserver* observer) override { model_.set_route_observer(observer); }
     gpu::GpuModel& gpu_model() override { return model_; }
     void set_call_listener(TrunkCallListener* listener) override { listener_ = listener; }
+    void set_tap_listener(TapListener* listener) override {
+        model_.set_taps(listener != nullptr);
+        taps_ = listener;
+    }
     std::optional<TierStats> tier_stats() const override {
         const gpu::GpuTierReport r = model_.tiers();
         if (!r.tiered) return std::nullopt;
@@ -126,6 +130,7 @@ private:
         model_.set_gemv_calls(rewind_depth() > 0);
         std::vector<float> logits = model_.forward(state_, tokens, all_logits);
         if (listener_) listener_->on_trunk_call(start, tokens.size());  // the call's streams are still there
+        if (taps_) taps_->on_taps(start, tokens.size(), model_.last_taps());
         return logits;
     }
 
@@ -134,6 +139,7 @@ private:
     gpu::GpuDecodeState state_;
     mutable std::vector<std::unique_ptr<GpuUndo>> spare_;
     TrunkCallListener* listener_ = nullptr;
+    TapListener* taps_ = nullptr;
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #if defined(AFF_HAVE_GPU)
 #include "libaff/gpu/forward.hpp"
+#include "libaff/runtime/dspark_runner.hpp"
 #include "libaff/runtime/mtp_runner.hpp"
 #include "libaff/runtime/sequence.hpp"
 
@@ -23,14 +24,18 @@
 
 namespace aff {
 
-// What the GPU drafter (gpu_mtp_runner.hpp) needs of a GPU sequence: its model, and to hear of
-// each forward call right after it, while the model still holds that call's final streams.
+// What the GPU drafters need of a GPU sequence: its model, and to hear of each forward call
+// right after it, while the model still holds that call's final streams (the MTP runner,
+// gpu_mtp_runner.hpp), or with the call's tap features (the DSpark runner, gpu_dspark_runner.hpp).
 class GpuTrunk {
 public:
     virtual ~GpuTrunk() = default;
     virtual gpu::GpuModel& gpu_model() = 0;
     // Not owned; null: none. Told of every call (calls a rewind replays included).
     virtual void set_call_listener(TrunkCallListener* listener) = 0;
+    // Not owned; null: none. While set, the model computes its taps (GpuModel::set_taps) and
+    // the listener gets them after every call (calls a rewind replays included).
+    virtual void set_tap_listener(TapListener* listener) = 0;
 };
 
 std::unique_ptr<Sequence> make_gpu_sequence(const Model& cpu, const TensorReader* weights, const gpu::GpuOptions& options);

@@ -281,8 +281,8 @@ DraftChoice& add_draft(CLI::App& app) {
     DraftChoice& d = g_draft.emplace_back();
     app.add_option_function<std::string>(
            "--draft", [&d](const std::string& mode) { d.mode = parse_draft_mode(mode); },
-           "speculative decoding: auto (the DSpark stages when the model has them, else its MTP layer, on the CPU "
-           "path), mtp, dspark, off")
+           "speculative decoding: auto (the DSpark stages when the model has them, else its MTP layer), mtp, dspark, "
+           "off")
         ->check(CLI::IsMember({"auto", "mtp", "dspark", "off"}))
         ->default_str("auto");
     app.add_option("--draft-model", d.model_path,
