@@ -10,6 +10,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/runtime/cpu_dspark_runner.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/dspark_drafter.hpp"
 #include "libaff/runtime/generate.hpp"
@@ -223,6 +224,51 @@ TEST_CASE("the DSpark rings after a generation are a fresh build's over the trun
         const aff::DsparkState fresh = fresh_rings(*model, all, P);
         for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
     }
+}
+
+// Feeds every call's taps straight into a runner's rings (no drafts: nothing to reject).
+class Feed final : public aff::TapListener {
+public:
+    explicit Feed(aff::DsparkRunner& r) : r_(r) { r_.listen(this); }
+    ~Feed() override { r_.listen(nullptr); }
+    void on_taps(std::int64_t start, std::size_t, std::span<const float> taps) override {
+        if (start != r_.position()) r_.restart(start);
+        r_.extend(taps);
+    }
+
+private:
+    aff::DsparkRunner& r_;
+};
+
+TEST_CASE("the CPU DSpark runner's rings, guess rows and confidences are the model's own", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(checkpoint(false), pool);
+    const aff::ModelConfig& c = model->config();
+    const std::vector<std::int32_t> tokens = prompt_of(21, 4);
+    aff::CpuSequence seq(*model);
+    auto runner = aff::make_cpu_dspark_runner(*model, seq);
+    {
+        Feed feed(*runner);
+        seq.forward(std::span<const std::int32_t>(tokens).first(19), false);
+        seq.forward(std::span<const std::int32_t>(tokens).subspan(19, 2), false);
+    }
+    CHECK(runner->trunk_position() == 21);
+    REQUIRE(runner->position() == 21);
+    aff::DsparkState want = fresh_rings(*model, tokens, 21);
+    for (std::size_t s = 0; s < want.stages.size(); ++s) CHECK(runner->ring(s) == want.stages[s].ring);
+    runner->block(tokens.back());
+    const aff::DsparkBlock block = model->dspark_block(want, tokens.back());
+    const std::size_t V = std::size_t(c.vocab_size), D = std::size_t(c.hidden_size);
+    for (std::int32_t prev : {tokens.back(), std::int32_t(7)})
+        for (std::size_t i = 0; i < std::size_t(c.dspark.block_size); ++i) {
+            std::vector<float> row(block.logits.begin() + std::ptrdiff_t(i * V), block.logits.begin() + std::ptrdiff_t((i + 1) * V));
+            model->dspark_markov(prev, row);
+            CHECK(runner->guess_logits(i, prev) == row);
+            CHECK(runner->confidence(i, prev) == model->dspark_confidence(std::span<const float>(block.y).subspan(i * D, D), prev));
+        }
+    CHECK_THROWS_AS(runner->guess_logits(std::size_t(c.dspark.block_size), 0), aff::Error);
+    runner->restart(5);
+    CHECK(runner->position() == 5);
 }
 
 TEST_CASE("the DSpark drafter refuses a model without stages and a draft length of 0", "[runtime]") {
