@@ -474,9 +474,10 @@ std::vector<float> Model::mtp_forward(DecodeState& st, std::span<const float> st
     for (int t = 0; t < n; ++t)
         for (int k = 0; k < hc; ++k)
             for (int d = 0; d < D; ++d) x[(std::size_t(t) * hc + k) * D + d] += ep[std::size_t(t) * D + d];
-    // Its routing, when observed, is one call of layer num_layers (a route trace's draft layer).
+    // Its routing, when observed, is one call of layer num_layers (a route trace's draft layer);
+    // its router's margins, when asked, go by MTP position (the GPU's MTP routing is held to it).
     layer_forward(m.layer, c.num_layers, AttentionKind::sliding, false, st.mtp[0], st.mtp_position, next_tokens, x,
-                  nullptr, st.routes);
+                  st.margins, st.routes);
     if (st.routes) st.routes->on_forward_end();
     st.mtp_position += n;
     if (streams_out) *streams_out = x;

@@ -39,10 +39,10 @@ struct LayerState {
 // choices (the router's top-k in a layer of learned routing, the indexer's top-k) go the other
 // way when two scores are nearer than the other backend's rounding differences, and a single
 // flipped choice moves the logits far beyond any rounding bound. Filled by forward() when
-// DecodeState::margins points here: per position of the main layers, the smallest relative
-// margin of any choice made there, (k-th best − best left out) / max(|k-th best|, |best left
-// out|). A tie of two exact zeros (the indexer's ReLU floor) is exact on every backend and
-// counts as no tie.
+// DecodeState::margins points here (and by mtp_forward, by MTP position, for its router): per
+// position, the smallest relative margin of any choice made there, (k-th best − best left out)
+// / max(|k-th best|, |best left out|). A tie of two exact zeros (the indexer's ReLU floor) is
+// exact on every backend and counts as no tie.
 struct SelectionMargins {
     std::vector<double> by_position;  // +inf where no choice was made
     void note(std::int64_t position, double margin);
@@ -124,7 +124,7 @@ public:
     // Returns [n, V] logits, or only the last row's ([V]) when !all_logits; advances
     // state.mtp_position by n. streams_out, when given, receives the MTP layer's output
     // streams [n, hc_mult, D] (before its hyper head): the H of a further draft step.
-    // state.routes, when set, sees the MTP layer's routing as one call of layer num_layers.
+    // state.routes sees its routing as one call of layer num_layers; state.margins its router's.
     std::vector<float> mtp_forward(DecodeState& state, std::span<const float> streams,
                                    std::span<const std::int32_t> next_tokens, bool all_logits = true,
                                    std::vector<float>* streams_out = nullptr) const;

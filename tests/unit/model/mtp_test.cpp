@@ -2,14 +2,18 @@
 // there is no oracle: these tests check what must hold by construction. The draft for
 // position p+2 uses the trunk streams of position p and token p+1; fed in one chunk, in
 // odd chunks or step by step beside decode, it gives the same logits; it depends on
-// both inputs; a checkpoint without MTP says so.
+// both inputs; a checkpoint without MTP says so. Its routing reaches a route observer as one
+// call of layer L at the MTP positions (a route trace's draft step: the GPU's MTP layer is held
+// to these events in tests/gpu/mtp_routes_test.cpp), and its router's margins go by MTP position.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/model/route_observer.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,4 +114,78 @@ TEST_CASE("a checkpoint saved by transformers has no MTP layer, and drafting say
     } catch (const aff::Error& e) {
         CHECK(std::string(e.what()) == "the checkpoint has no MTP layer");
     }
+}
+
+namespace {
+struct Calls final : aff::RouteObserver {
+    struct Call {
+        int layer = -1;
+        std::int64_t start = 0;
+        std::vector<std::int32_t> tokens;
+        std::vector<int> ids;
+        std::vector<float> weights;
+    };
+    std::vector<Call> calls;  // an end is a call of layer -1
+    void on_route(const aff::RouteEvent& e) override {
+        calls.push_back({e.layer, e.start, {e.tokens.begin(), e.tokens.end()}, {e.experts.begin(), e.experts.end()},
+                         {e.weights.begin(), e.weights.end()}});
+        REQUIRE(e.top_k == int(e.experts.size() / std::max<std::size_t>(1, e.tokens.size())));
+    }
+    void on_forward_end() override { calls.push_back({}); }
+};
+}  // namespace
+
+TEST_CASE("mtp_forward reports its routing as one call of layer L at the MTP positions, and its margins there",
+          "[model]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(models + "/tiny-a-fp8", pool);
+    const aff::ModelConfig& c = model->config();
+    const int L = c.num_layers, K = c.experts_per_token, E = c.n_routed_experts;
+    const auto tokens = prompt(10);
+    const int n = int(tokens.size()) - 1;
+    aff::DecodeState st = model->new_state();
+    std::vector<float> streams;
+    model->forward(st, tokens, true, &streams);  // no observer yet: the trunk's own events are forward_test's
+    const std::size_t per = std::size_t(c.hc_mult) * c.hidden_size;
+    Calls seen;
+    aff::SelectionMargins margins;
+    st.routes = &seen;
+    st.margins = &margins;
+    std::vector<float> out;
+    model->mtp_forward(st, std::span(streams).first(std::size_t(n) * per), std::span(tokens).subspan(1), false, &out);
+    const std::vector<float> h(out.end() - std::ptrdiff_t(per), out.end());
+    const std::int32_t chained[1] = {5};
+    model->mtp_forward(st, h, chained, false, &out);
+
+    // Two calls, each one event of layer L and an end; starts 0 and n; the tokens run.
+    REQUIRE(seen.calls.size() == 4);
+    CHECK(seen.calls[1].layer == -1);
+    CHECK(seen.calls[3].layer == -1);
+    const Calls::Call& a = seen.calls[0];
+    const Calls::Call& b = seen.calls[2];
+    CHECK(a.layer == L);
+    CHECK(b.layer == L);
+    CHECK(a.start == 0);
+    CHECK(b.start == n);
+    CHECK(a.tokens == std::vector<std::int32_t>(tokens.begin() + 1, tokens.end()));
+    CHECK(b.tokens == std::vector<std::int32_t>{5});
+    for (const Calls::Call* call : {&a, &b}) {
+        REQUIRE(call->ids.size() == call->tokens.size() * std::size_t(K));
+        REQUIRE(call->weights.size() == call->ids.size());
+        for (std::size_t t = 0; t < call->tokens.size(); ++t) {
+            std::set<int> distinct;
+            double sum = 0;
+            for (int j = 0; j < K; ++j) {
+                const int id = call->ids[t * K + j];
+                CHECK((id >= 0 && id < E));
+                distinct.insert(id);
+                sum += call->weights[t * K + j];
+            }
+            CHECK(int(distinct.size()) == K);
+            CHECK(sum == Approx(c.routed_scaling_factor).epsilon(1e-5));  // s / sum(s), times the scale
+        }
+    }
+    // The MTP layer's router (learned, not hashed) noted a margin at each of its n + 1 positions.
+    REQUIRE(margins.by_position.size() == std::size_t(n + 1));
+    for (double m : margins.by_position) CHECK((std::isfinite(m) && m >= 0));
 }
