@@ -340,14 +340,14 @@ public:
     // an index out of range.
     GpuExpertExtent expert_extent(int layer, int expert) const;
     void move_expert(int layer, int expert, const void* address);
-    // Route traces: `observer` (not owned; null: none) sees the routing of every later call,
-    // forward and decode, as the CPU reference reports it (model/route_observer.hpp): after
-    // the call's logits, each main layer's ids and gate weights from the route ring the router
-    // kernel wrote during the call (route_ring.hpp; captured decode graphs included), then
-    // on_forward_end. A decode of several sequences is reported as one forward per sequence,
-    // in the order of `states` (trace::RouteRecorder::begin names each). Recording changes nothing computed,
-    // captures no other graph and adds one copy per call (queued after the logits', same
-    // wait). Throws unsupported with ForwardOptions::no_routed_experts (no router runs).
+    // Route traces: `observer` (not owned; null: none) sees every later call's routing as the
+    // CPU reference reports it (model/route_observer.hpp): after a forward's or decode's logits,
+    // each main layer's ids and gate weights from the route ring the router kernel wrote in the
+    // call (route_ring.hpp; captured graphs included), then on_forward_end; a decode of several
+    // sequences as one forward each, in the order of `states` (RouteRecorder::begin names each);
+    // an mtp_forward as Model::mtp_forward's: layer num_layers at its first MTP position, then
+    // on_forward_end (not through the ring: the tiers' mover never sees it). Changes nothing
+    // computed, captures no graph, adds one copy a call (after the logits', same wait); unsupported with no_routed_experts.
     void set_route_observer(RouteObserver* observer);
     // Decode graphs captured so far, over every part (a move must not cause one: tests).
     std::size_t graphs_captured() const;
@@ -388,7 +388,7 @@ public:
     // the streams `from` names and the tokens that follow them, advancing mtp_position by n;
     // returns the logits of the last row [V], or of every row [n, V] when all_logits. Its
     // output streams of the last row are kept for a chained call (MtpInput::own, n == 1).
-    // Projections take the GEMVs (fp32 activations) whatever the length.
+    // Projections take the GEMVs (fp32 activations) whatever the length; routing: set_route_observer.
     std::vector<float> mtp_forward(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens, MtpInput from,
                                    bool all_logits = false);
     // Empties the MTP ring (zeros, as a fresh CPU state's) and sets mtp_position.

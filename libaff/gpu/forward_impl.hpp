@@ -157,6 +157,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     fwd::DecodeGraphs graphs;  // dropped when the activations move or the layer count changes
     fwd::RouteRing routes;     // the last drained call's routing (route_ring.hpp)
+    fwd::LayerRoutes mtp_routes;  // the MTP layer's, of the last mtp_forward a route observer saw
     fwd::StepMarks steps;      // GpuModel::profile_decode
     void mark(const char* what) { steps.mark(what, stream); }
 
@@ -317,11 +318,15 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n);
-    // The route ring's rows for main layer r's routing in a call of n tokens (none for a
-    // layer outside `layers`); the router writes them (forward_routes.cpp).
+    // The route ring's rows for main layer r's routing in a call of n tokens (none for the MTP
+    // layer or a layer outside `layers`: mtp_forward drains the MTP layer's routing into
+    // mtp_routes itself); the router writes them (forward_routes.cpp).
     RouterCopy ring_slot(const LayerRefs& r, int n);
     // After a call of n tokens, before its wait: queues the ring's copy to `routes`.
     void drain_routes(int n) { routes.drain(c, route_ring, n, stream); }
+    // After an mtp_forward of `next` at MTP position `start` and its wait: mtp_routes to
+    // `observer`, as Model::mtp_forward reports the MTP layer (forward_routes.cpp).
+    void report_mtp_routes(RouteObserver& observer, std::span<const std::int32_t> next, std::int64_t start) const;
 };
 
 }  // namespace aff::gpu

@@ -4,7 +4,8 @@
 // num_layers (its ring in the MTP state's buffer), its own hyper head and norm, the shared
 // head. H is the trunk's final streams, which never leave the device: keep_streams copies the
 // last call's rows into the MTP state's store (slot = position mod W), or the MTP layer's
-// own last output row for a chained guess. Only the logits come back to the host.
+// own last output row for a chained guess. Only the logits come back to the host, and with a
+// route observer the layer's routing (reported as layer num_layers: forward_routes.cpp).
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/embed.hpp"
@@ -150,7 +151,14 @@ std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const st
     m.stream.copy(mst.mtp.as<std::uint8_t>() + m.mtp.out, m.x + std::size_t(n - 1) * row, row * 4);
     std::vector<float> out(std::size_t(n - first) * V);
     m.stream.copy(out.data(), m.logits, out.size() * 4);
+    // Observed: the MTP layer's routing, still in the router's outputs (run_head routes
+    // nothing), comes back with the logits and shares their wait. Never into the route ring
+    // or the mover (move_experts runs in the trunk's finish_call only): the placement
+    // accounting on the CPU side (trace replay, profile_from_trace) leaves the draft layer out
+    // too, and its experts are placed whole by --draft-placement, not by the tier engine.
+    if (routes_) m.mtp_routes.drain(m.route_ids, m.route_w, n, c.experts_per_token, m.stream);
     m.stream.synchronize();
+    if (routes_) m.report_mtp_routes(*routes_, next, mst.mtp_position);  // before advancing, as the CPU's layer reports
     mst.mtp_position += n;
     return out;
 }

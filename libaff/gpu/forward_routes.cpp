@@ -2,6 +2,9 @@
 // layer's routing into the route ring during the call (route_ring.hpp), finish_call drains it
 // once after the logits, and report_routes hands it to the observer as the CPU forward does:
 // one on_route per layer in layer order, then on_forward_end (per sequence of a batched decode).
+// The MTP layer's calls (mtp_forward) are reported by Impl::report_mtp_routes as Model::mtp_forward
+// reports them: one on_route of layer num_layers (a route trace's draft layer, formats/
+// route-trace.md §5.1) at the MTP position with the call's next tokens, then on_forward_end.
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 
@@ -12,8 +15,11 @@ namespace aff::gpu {
 using namespace fwd;
 
 RouterCopy GpuModel::Impl::ring_slot(const LayerRefs& r, int n) {
-    // r may be a layer outside the main ones (the MTP layer, past them in `layers` or not in
-    // it at all), which has no rows in the ring and records nothing.
+    // r may be a layer outside the main ones (the MTP layer, past them in `layers`, or not in
+    // it at all), which has no rows in the ring and records nothing there: the mover reads the
+    // ring, and the draft's experts are not the tier engine's (trace replay and the profile
+    // from a trace leave draft steps out alike). mtp_forward drains the MTP layer's routing
+    // from the router's outputs itself (LayerRoutes).
     const std::less<const LayerRefs*> before;
     if (layers.empty() || before(&r, layers.data()) || !before(&r, layers.data() + layers.size())) return {};
     const std::ptrdiff_t layer = &r - layers.data();
@@ -39,6 +45,13 @@ void GpuModel::report_routes(std::span<const std::int32_t> toks, std::span<const
                                              p->routes.weights(l).subspan(i * width * k, width * k)});
         routes_->on_forward_end();
     }
+}
+
+void GpuModel::Impl::report_mtp_routes(RouteObserver& observer, std::span<const std::int32_t> next,
+                                       std::int64_t start) const {
+    if (mtp_routes.tokens() != int(next.size())) throw_internal("mtp routes: the MTP layer's routing was not drained");
+    observer.on_route(RouteEvent{c.num_layers, start, next, c.experts_per_token, mtp_routes.ids(), mtp_routes.weights()});
+    observer.on_forward_end();
 }
 
 }  // namespace aff::gpu

@@ -5,7 +5,10 @@
 // copy brings the whole call's routing to the host (drain), where the expert tiers' mover
 // (forward_tiers.cpp) and a route observer (route traces, forward_routes.cpp) read it. The
 // device words live in the activations (Activations::route_ring, sized for their capacity,
-// moving with them); this part holds the host side. Private to the GPU forward.
+// moving with them); this part holds the host side. The ring holds the main layers only: the
+// MTP layer (layer num_layers, forward_mtp.cpp) has no rows in it, so neither the mover nor
+// a trunk call's report ever sees the draft's routing; its calls, never captured, are read
+// from the router's own outputs instead (LayerRoutes, below). Private to the GPU forward.
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"
@@ -46,6 +49,25 @@ private:
     // the logits' and shares their wait; grown (rarely: a longer prefill) when a call needs more.
     PinnedBuffer host_;
     int tokens_ = 0, layers_ = 0, top_k_ = 0;
+};
+
+// One layer's routing of one call, host side: the MTP layer's in GpuModel::mtp_forward
+// (forward_mtp.cpp), for a route observer only. An MTP call is never captured into a graph,
+// so no ring rows are needed: the router's own outputs (Activations::route_ids, route_w,
+// which nothing after the router rewrites within the layer) hold its ids and gate weights
+// when the call's last launch is queued, and one drain copies them after the logits.
+struct LayerRoutes {
+    // Queues the copy of n tokens' K ids and weights to the host on `stream` (the caller
+    // synchronises it with the logits' wait).
+    void drain(const std::int32_t* ids, const float* weights, int n, int top_k, const Stream& stream);
+    // After the drained copy finished: ids and weights, [n][K] each.
+    std::span<const std::int32_t> ids() const;
+    std::span<const float> weights() const;
+    int tokens() const { return tokens_; }
+
+private:
+    PinnedBuffer host_;  // ids [n][K], then weights [n][K]; pinned for the same reason as RouteRing's
+    int tokens_ = 0, top_k_ = 0;
 };
 
 }  // namespace aff::gpu::fwd

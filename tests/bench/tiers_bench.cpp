@@ -117,6 +117,8 @@ class SelectionCounter final : public aff::RouteObserver {
 public:
     SelectionCounter(int layers, int experts) : experts_(experts), counts_(std::size_t(layers) * std::size_t(experts)) {}
     void on_route(const aff::RouteEvent& e) override {
+        // Main layers only: an MTP call (layer L, when a draft runs) is not the tiers' routing.
+        if (std::size_t(e.layer) * std::size_t(experts_) >= counts_.size()) return;
         for (const int x : e.experts) ++counts_[std::size_t(e.layer) * std::size_t(experts_) + std::size_t(x)];
     }
     void on_forward_end() override {}
