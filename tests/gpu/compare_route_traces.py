@@ -8,8 +8,9 @@ The headers must be equal (geometry, identity, hash layers), and so must every s
 (id, sequence, position, phase) and layer list. A token's selection in a layer is its K expert
 ids in the router's order; MAX_DIFFERING is the largest fraction of selections that may differ
 (the GPU's router scores differ from the CPU's in the last bits, so a near-tied choice may go
-the other way, and its effect reach later tokens). Prints one line; exit status 1 if a check
-fails, 2 if a trace is rejected.
+the other way, and its effect reach later tokens). Draft steps (the MTP layer's calls, layer L:
+route-trace.md §5.1) are compared as every other step, and the line counts their selections
+apart. Prints one line; exit status 1 if a check fails, 2 if a trace is rejected.
 The reader decodes zstd chunks with the `zstd` command. Where there is none and AFF_TRACE (the
 aff-trace binary) is given, only what `aff-trace summary --json` says of both is compared
 (identity, geometry, steps, tokens, sequences and tokens per phase), and the line says
@@ -60,6 +61,7 @@ def main():
         print(f"FAIL {len(sa)} steps vs {len(sb)}")
         return 1
     k, selections, differing, tokens = ha["k"], 0, 0, 0
+    drafts = draft_selections = draft_differing = 0  # the MTP layer's (layer L: draft steps)
     for i, ((ta, ba), (tb, bb)) in enumerate(zip(sa, sb)):
         if ta != tb:
             print(f"FAIL step {i}: tokens differ: {ta[:4]}... vs {tb[:4]}...")
@@ -68,14 +70,20 @@ def main():
             print(f"FAIL step {i}: layers differ")
             return 1
         tokens += len(ta)
-        for (_, ia), (_, ib) in zip(ba, bb):
+        drafts += [layer for layer, _ in ba] == [ha["layers"]]
+        for (layer, ia), (_, ib) in zip(ba, bb):
             for t in range(len(ta)):
                 selections += 1
-                differing += ia[t * k:(t + 1) * k] != ib[t * k:(t + 1) * k]
+                differ = ia[t * k:(t + 1) * k] != ib[t * k:(t + 1) * k]
+                differing += differ
+                if layer == ha["layers"]:
+                    draft_selections += 1
+                    draft_differing += differ
     frac = differing / selections if selections else 1.0
     verdict = "ok" if selections and frac <= limit else "FAIL"
+    draft_part = f"; {drafts} draft steps, {draft_selections} of the selections, {draft_differing} differ" if drafts else ""
     print(f"{verdict} {len(sa)} steps, {tokens} tokens, {selections} selections, {differing} differ "
-          f"({100 * frac:.2f} %, at most {100 * limit:.2f} %)")
+          f"({100 * frac:.2f} %, at most {100 * limit:.2f} %){draft_part}")
     return 0 if verdict == "ok" else 1
 
 

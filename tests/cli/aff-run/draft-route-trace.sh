@@ -6,7 +6,8 @@
 # for aff-run's zstd chunks), the reader's per-phase counts equal aff-trace's, and
 # tests/oracle/check_draft_trace.py checks every step against the acceptance line (verify
 # steps = verify calls, a replay after exactly the partly kept ones, k draft steps of layer L
-# before each verify step, the kept guesses averaging the line's mean).
+# before each verify step, required with --expect-drafts, each ending with the verify step's
+# token one position before it, the kept guesses averaging the line's mean).
 model="$DATA/models/tiny-trained"
 aff-run -m "$model" -p 'def fibonacci(n):' -n 40 --temp 0 --gpus 0 --draft off --no-echo >plain.txt 2>/dev/null
 for k in 1 3; do
@@ -32,6 +33,6 @@ PY
 o, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 for key in ("steps", "token_steps", "sequences"): assert o[key] == a[key], key
 assert {p: x["tokens"] for p, x in o["phases"].items()} == {p: x["tokens"] for p, x in a["phases"].items()}' o.json s.json
-    python3 "$SRC/tests/oracle/check_draft_trace.py" d$k.aft $k "$line"
+    python3 "$SRC/tests/oracle/check_draft_trace.py" --expect-drafts d$k.aft $k "$line"
   fi
 done
