@@ -208,6 +208,10 @@ std::size_t moe_group_bytes(int jobs, int experts) {
     return static_cast<std::size_t>(layout(jobs, experts).total) * 4;
 }
 
+const int32_t* moe_group_counts(const void* scratch) {
+    return static_cast<const int32_t*>(scratch) + layout(1, 1).counts;  // counts lead the layout whatever its sizes
+}
+
 bool moe_gemm_takes(int n, int k, int experts) {
     return k > 0 && k % 256 == 0 && n > 0 && n % kBN == 0 && experts >= 1 && experts <= kMoeGemmMaxExperts;
 }

@@ -23,6 +23,9 @@ std::size_t moe_group_bytes(int jobs, int experts);
 // slot as router_topk writes them). Fills `scratch` (moe_group_bytes). One block; the order of
 // jobs inside an expert's group may differ from run to run, which changes no output value.
 void moe_group(const int32_t* ids, int jobs, int experts, void* scratch, void* stream);
+// Where moe_group writes each expert's job count in `scratch` ([experts] int32, device): what
+// the step before the GEMMs reads (kernels/expert_stage.hpp), queued after moe_group.
+const int32_t* moe_group_counts(const void* scratch);
 
 // For every job j: y[j][r] = Σ_c bf16(Ŵ_e[r][c]) · bf16(x[j / x_group][c]), r < n, c < k, where
 // e = ids[j] and Ŵ_e is expert e's TQ2875 matrix (decoded exactly as aff::quant::decode_block,

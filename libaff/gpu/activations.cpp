@@ -11,6 +11,14 @@
 
 namespace aff::gpu::fwd {
 
+int stage_slots(int tokens, const ActivationShape& shape) {
+    if (shape.stage_slot_bytes == 0 || shape.stage_slots_max <= 0) return 0;
+    const ModelConfig& c = *shape.config;
+    const long long jobs = (long long)tokens * c.experts_per_token;
+    const long long busy = std::max<long long>(1, jobs / kMoeGemmTileM);
+    return int(std::min<long long>({busy, shape.stage_slots_max, c.n_routed_experts}));
+}
+
 std::size_t Activations::layout(std::uint8_t* base, int tokens, const ActivationShape& shape) {
     const ModelConfig& c = *shape.config;
     std::size_t used = 0;
@@ -54,6 +62,13 @@ std::size_t Activations::layout(std::uint8_t* base, int tokens, const Activation
         take(groups, moe_group_bytes(int(n * k), int(E)));
         moe_groups = groups;
     }
+    const int slots = stage_slots(tokens, shape);
+    if (shape.stage_slot_bytes > 0) {  // the table and sources even with no slot: the pick's counters
+        take(stage_table, E);
+        take(stage_sources, std::size_t(std::max(1, slots)));
+        take(stage_slot_base, std::size_t(slots) * shape.stage_slot_bytes);
+    }
+    if (base) stage_slot_count = slots;
     if (shape.attention_on_gpu) {
         const std::size_t H = c.num_heads, Dh = c.head_dim, Hi = c.index_heads, Di = c.index_head_dim;
         take(cq, n * c.q_lora_rank);

@@ -23,7 +23,18 @@ struct ActivationShape {
     bool rotated_experts = false;  // some routed expert is TQ2875R: rotated copies of the inputs
     bool attention_on_gpu = false;
     int scores_stride = 1;         // indexer scores per token
+    // Tiered experts: the prefill GEMMs' scratch slots for bus-read experts (kernels/
+    // expert_stage.hpp), each stage_slot_bytes; 0: none, nor their table (every expert in the
+    // arena). stage_slots_max 0 (staging off): the table, no slot.
+    std::size_t stage_slot_bytes = 0;
+    int stage_slots_max = 0;  // GpuOptions::prefill_stage_slots
 };
+
+// Scratch slots a call of `tokens` tokens gets: as many as experts could have more than one
+// GEMM tile of jobs (tokens · k / 64, at least 1), up to stage_slots_max and the expert count.
+// Sized by the token count so that the 64-token activations the plan counts take few.
+// 0 when the shape has none.
+int stage_slots(int tokens, const ActivationShape& shape);
 
 struct Activations {
     int capacity = 0;
@@ -35,6 +46,12 @@ struct Activations {
     std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
     std::int32_t* route_ring = nullptr;  // every layer's routing of the call (route_ring.hpp)
     void* moe_groups = nullptr;  // moe_group's scratch (prefill GEMM path)
+    // expert_stage's (tiered, prefill GEMM path): the per-call table [E], the slots' sources and
+    // the slots (stage_slot_count of ActivationShape::stage_slot_bytes).
+    const std::uint8_t** stage_table = nullptr;
+    const std::uint8_t** stage_sources = nullptr;
+    std::uint8_t* stage_slot_base = nullptr;
+    int stage_slot_count = 0;
     // Attention on the GPU.
     float *cq = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *z = nullptr, *ckv = nullptr, *cg = nullptr;
     float *ikv = nullptr, *ig = nullptr, *qi = nullptr, *wi = nullptr, *scores = nullptr;

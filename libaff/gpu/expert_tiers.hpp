@@ -52,6 +52,10 @@ struct ExpertTiers {
 
     std::unique_ptr<SsdTier> ssd;  // with experts on the SSD (set up by GpuModel::Impl::setup_ssd)
 
+    // The prefill GEMMs' staging counters (kernels/expert_stage.hpp, ExpertStageCounter; device,
+    // zeroed at load; GpuModel::tiers reads them).
+    Buffer stage_counters;
+
     std::unique_ptr<RecordingPolicy> policy;
     std::unique_ptr<placement::PlacementEngine> engine;
     std::uint64_t dispatches = 0, steps = 0, tokens = 0, moves = 0, moved_bytes = 0;

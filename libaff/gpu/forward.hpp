@@ -135,6 +135,18 @@ struct GpuTierOptions {
 // for the table to point at.
 enum class DraftPlacement { automatic, vram, ram };
 
+// Prefill GEMM calls on a tiered model (kernels/expert_stage.hpp): moe_gemm reads an expert's
+// matrices once per 64 of its jobs, so a pooled (or SSD-staged) expert that a long chunk routes
+// many tokens to would cross the bus several times. Before a layer's routed GEMMs such experts
+// are copied once into device scratch slots and the GEMMs read them there; same bytes, same
+// kernel: the logits do not change. automatic: the experts with more than one tile's jobs
+// (> 64: read twice or more in place); on: every bus-read expert routed to (a one-tile expert
+// then costs its copy and gains nothing: for measurement); off: every expert read in place
+// (the step still counts what it would stage, nothing copied). Busiest first while slots last
+// (GpuOptions::prefill_stage_slots; the rest are read in place). Decode steps and calls of the
+// GEMVs never stage.
+enum class PrefillStaging { automatic, on, off };
+
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices
     // Several GPUs: the layers split across these ordinals in this order (each capped at
@@ -156,6 +168,11 @@ struct GpuOptions {
     ForwardOptions forward;            // max_layers, no_routed_experts (diagnostics)
     GpuTierOptions tiers;
     DraftPlacement draft_placement = DraftPlacement::automatic;
+    PrefillStaging prefill_staging = PrefillStaging::automatic;
+    // Scratch slots (an expert extent each) at most, in the activations of a tiered model; a
+    // call of n tokens gets min(this, n·k / 64, experts): V4-Flash, 8.6 MiB a slot, 32 slots
+    // 276 MiB from 342 tokens a call on, 6 slots in the 64-token activations the plan counts.
+    int prefill_stage_slots = 32;
 };
 
 // Decode state of one sequence on the GPU model, mirroring DecodeState: with attention on the
@@ -265,6 +282,11 @@ struct GpuTierReport {
     std::string ssd_source;
     std::uint64_t ssd_reads = 0, ssd_bytes = 0, ssd_read_ahead = 0, ssd_syncs = 0, ssd_promoted = 0;
     double ssd_wait_seconds = 0;
+    // The prefill GEMMs' staging (PrefillStaging) over every call so far: bus-read experts
+    // copied into scratch slots (each once: extent_bytes over the bus) and the 64-job GEMM tiles
+    // they had (what they would have read in place), the bus-read experts the GEMMs read in
+    // place and their tiles (each tile reads w1, w3 and w2 over the bus once).
+    std::uint64_t staged_experts = 0, staged_tiles = 0, in_place_experts = 0, in_place_tiles = 0;
     // One line: the start-up plan (TierPlan::describe).
     std::string describe() const;
     // One line: hit rate per tier (SSD reads included), PCIe bytes, moves per token and the

@@ -315,6 +315,10 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     // Routed experts through moe_gemm (prefill): jobs grouped by expert on the device, no sync.
     void routed_codebook_gemm(const LayerRefs& r, int n);
+    // Tiered: after moe_group, the bus-read experts of the call copied into the activations'
+    // staging slots (GpuOptions::prefill_staging, kernels/expert_stage.hpp); returns the table
+    // the GEMMs read (the per-call copy, or `table` itself).
+    const std::uint8_t* const* stage_bus_experts(const std::uint8_t* const* table, int n);
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n);

@@ -63,7 +63,14 @@ void GpuModel::Impl::plan_state() {
 }
 
 fwd::ActivationShape GpuModel::Impl::activation_shape() const {
-    return {&c, hc_config(), rotated_matrices > 0, attention_on_gpu, scores_stride};
+    fwd::ActivationShape shape{&c, hc_config(), rotated_matrices > 0, attention_on_gpu, scores_stride};
+    // Tiered codebook-stored experts that the prefill GEMMs may read: their staging slots.
+    // Off: no slot, only the pick's table (its counters).
+    if (tiered && experts_codebook && !options.exact && options.gemm_min_tokens > 0) {
+        shape.stage_slot_bytes = extent_stride;
+        shape.stage_slots_max = options.prefill_staging == PrefillStaging::off ? 0 : options.prefill_stage_slots;
+    }
+    return shape;
 }
 
 void GpuModel::Impl::ensure_scratch(int tokens) {

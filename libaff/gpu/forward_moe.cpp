@@ -1,7 +1,9 @@
 // The MoE block on the GPU (model doc §3.9, Model::moe): shared expert, router, routed experts
 // (codebook-stored through moe_gemv_routed or moe_gemm, each expert found through the expert
-// table when they run, or dense stacks), combine.
+// table when they run, or dense stacks), combine. Tiered prefill: bus-read experts staged into
+// HBM before the GEMMs (stage_bus_experts).
 #include "libaff/gpu/forward_impl.hpp"
+#include "kernels/expert_stage.hpp"
 #include "kernels/hadamard.hpp"
 #include "kernels/moe_gemm.hpp"
 #include "kernels/moe_gemv.hpp"
@@ -83,10 +85,42 @@ void GpuModel::Impl::routed_codebook_gemm(const LayerRefs& r, int n) {
     const std::uint8_t* const* table = at<const std::uint8_t*>(r.expert_row);
     const std::uint16_t* cb = at<std::uint16_t>(codebook_dev);
     moe_group(route_ids, total, E, moe_groups, s);
+    table = stage_bus_experts(table, n);
     moe_gemm(table, extent.w1, I, D, moe_groups, total, E, a, k, g1, cb, s);
     moe_gemm(table, extent.w3, I, D, moe_groups, total, E, a, k, g3, cb, s);
     swiglu(g1, g3, (long long)total * I, static_cast<float>(c.swiglu_limit), g1, s);
     moe_gemm(table, extent.w2, D, I, moe_groups, total, E, g1, 1, routed, cb, s);
+}
+
+// Tiered: the experts this call reads over the bus, copied once into the activations' slots
+// (kernels/expert_stage.hpp) after moe_group counted their jobs, and the per-call table that
+// points at them; the bus ranges are the host pool's and the SSD staging slots' device views.
+// Off, the pick still runs with no slot (the counters: what staging would have saved) and the
+// GEMMs read the layer's own table.
+const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t* const* table, int n) {
+    if (!tiers || !stage_table) return table;
+    ExpertStageArgs a;
+    a.table = table;
+    a.experts = c.n_routed_experts;
+    a.counts = moe_group_counts(moe_groups);
+    a.tile_jobs = kMoeGemmTileM;
+    a.min_jobs = options.prefill_staging == PrefillStaging::automatic ? kMoeGemmTileM + 1 : 1;
+    auto range = [&](int i, const void* base, std::size_t bytes) {
+        a.far_lo[i] = static_cast<const std::uint8_t*>(base);
+        a.far_hi[i] = a.far_lo[i] + (base ? bytes : 0);
+    };
+    range(0, tiers->pool.device_data(), tiers->pool.size());
+    if (tiers->ssd) range(1, tiers->ssd->staging.device_data(), tiers->ssd->staging.size());
+    const bool copy = options.prefill_staging != PrefillStaging::off;
+    a.slots = stage_slot_base;
+    a.slot_stride = extent_stride;
+    a.slot_count = copy ? std::min(stage_slot_count, fwd::stage_slots(n, activation_shape())) : 0;
+    a.bytes = (extent.bytes + 15) / 16 * 16;
+    a.stage_table = stage_table;
+    a.slot_source = stage_sources;
+    a.counters = static_cast<std::uint32_t*>(tiers->stage_counters.data());
+    expert_stage(a, stream.handle());
+    return copy ? stage_table : table;
 }
 
 void GpuModel::Impl::moe(const LayerRefs& r, int n) {

@@ -4,6 +4,7 @@
 #include "libaff/core/host_memory.hpp"
 #include "libaff/core/units.hpp"
 #include "libaff/gpu/forward_impl.hpp"
+#include "kernels/expert_stage.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +38,8 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     tiers->why = tier_reason;
     tiers->setup(c, options.tiers, in, hash);
     setup_ssd();
+    tiers->stage_counters = Buffer(kExpertStageCounters * sizeof(std::uint32_t));
+    stream.fill(tiers->stage_counters.data(), 0, tiers->stage_counters.size());
     upload(stream);  // the arena, with the expert table pointing into the tiers
     tiers->fill([this](int l, int e, std::uint8_t* dst) { fill_extent(l, e, dst); }, stream);
     materialised.clear();
@@ -242,6 +245,15 @@ GpuTierReport GpuModel::tiers() const {
         else if (pool && a >= pool && a < pool + t.pool.size()) ++r.in_pool;
         else if (t.ssd) ++r.on_ssd;  // a staging slot or null
     }
+    {
+        std::uint32_t staged[kExpertStageCounters] = {};
+        m.stream.copy(staged, t.stage_counters.data(), sizeof staged);
+        m.stream.synchronize();
+        r.staged_experts = staged[kStagedExperts];
+        r.staged_tiles = staged[kStagedTiles];
+        r.in_place_experts = staged[kInPlaceExperts];
+        r.in_place_tiles = staged[kInPlaceTiles];
+    }
     if (t.ssd) {
         const SsdTier& s = *t.ssd;
         r.ssd_source = s.source;
@@ -280,6 +292,14 @@ std::string GpuTierReport::summary() const {
                   double(moves) * per_token, (unsigned long long)moves, format_bytes(moved_bytes).c_str(), copy_seconds,
                   stall_seconds * 1e3 * per_token, (unsigned long long)stalled_calls, (unsigned long long)waited_calls);
     std::string s = line;
+    if (staged_experts + in_place_experts > 0) {
+        std::snprintf(line, sizeof line,
+                      "; prefill GEMMs: %llu bus-read experts staged into HBM once (%llu tiles of 64 jobs), %llu read in "
+                      "place (%llu tiles)",
+                      (unsigned long long)staged_experts, (unsigned long long)staged_tiles,
+                      (unsigned long long)in_place_experts, (unsigned long long)in_place_tiles);
+        s += line;
+    }
     if (plan.ssd_experts > 0) {
         std::snprintf(line, sizeof line,
                       "; SSD: %llu expert reads (%s, %llu read ahead, %.1f MB/s over the %.3f s waited), %llu router "

@@ -1,0 +1,108 @@
+// Staging of bus-read experts for the prefill GEMMs (contract in expert_stage.hpp). The pick:
+// one block, a thread an expert; an expert's slot is its rank among the candidates by job count
+// (more jobs first, then the lower id), so the busiest get the slots whatever the launch order,
+// and the slot an expert lands in never changes a value (the bytes are the same). The copy: a
+// grid of (chunks of an extent, slots); each thread keeps four independent 16-byte loads in
+// flight, as the streaming read that measures the bus ceiling does (kernels/stream_read.hip).
+#include "kernels/expert_stage.hpp"
+
+#include "kernels/check.hpp"
+#include "kernels/device_common.hpp"
+
+namespace aff::gpu {
+namespace {
+
+constexpr int kPickThreads = 1024;
+constexpr int kCopyThreads = 256;
+constexpr std::size_t kChunk = 64u << 10;  // bytes a copy block moves
+
+__device__ inline bool is_far(const uint8_t* p, const ExpertStageArgs& a) {
+    if (!p) return false;  // an SSD expert no call routed to since it was dropped: nothing to read
+#pragma unroll
+    for (int r = 0; r < kExpertStageFarRanges; ++r)
+        if (p >= a.far_lo[r] && p < a.far_hi[r]) return true;
+    return false;
+}
+
+__global__ void __launch_bounds__(kPickThreads) expert_stage_pick_kernel(ExpertStageArgs a) {
+    __shared__ int candidate[kExpertStageMaxExperts];  // job count of a far expert with >= min_jobs, else 0
+    __shared__ unsigned sums[kExpertStageCounters];
+    const int tid = static_cast<int>(dev::thread_x());
+    if (tid < kExpertStageCounters) sums[tid] = 0;
+    for (int e = tid; e < a.experts; e += kPickThreads) {
+        const int c = a.counts[e];
+        candidate[e] = is_far(a.table[e], a) && c >= a.min_jobs ? c : 0;
+    }
+    dev::sync_block();
+    for (int e = tid; e < a.experts; e += kPickThreads) {
+        const uint8_t* p = a.table[e];
+        const int c = a.counts[e];
+        const unsigned tiles = static_cast<unsigned>((c + a.tile_jobs - 1) / a.tile_jobs);
+        int rank = a.slot_count;
+        if (candidate[e] > 0) {
+            rank = 0;
+            for (int f = 0; f < a.experts; ++f)
+                rank += candidate[f] > c || (candidate[f] == c && f < e) ? 1 : 0;
+        }
+        if (rank < a.slot_count) {
+            a.stage_table[e] = a.slots + static_cast<size_t>(rank) * a.slot_stride;
+            a.slot_source[rank] = p;
+            dev::atomic_add(&sums[kStagedExperts], 1u);
+            dev::atomic_add(&sums[kStagedTiles], tiles);
+        } else {
+            a.stage_table[e] = p;
+            if (c > 0 && is_far(p, a)) {
+                dev::atomic_add(&sums[kInPlaceExperts], 1u);
+                dev::atomic_add(&sums[kInPlaceTiles], tiles);
+            }
+        }
+    }
+    dev::sync_block();
+    // The slots no expert took: their copy blocks return.
+    for (int s = static_cast<int>(sums[kStagedExperts]) + tid; s < a.slot_count; s += kPickThreads) a.slot_source[s] = nullptr;
+    if (a.counters && tid < kExpertStageCounters) dev::atomic_add(&a.counters[tid], sums[tid]);
+}
+
+__global__ void __launch_bounds__(kCopyThreads)
+    expert_stage_copy_kernel(const uint8_t* const* __restrict__ sources, uint8_t* __restrict__ slots, size_t stride,
+                             size_t n16) {
+    const uint8_t* src = sources[dev::block_y()];
+    if (!src) return;
+    const size_t per = kChunk / 16, first = static_cast<size_t>(dev::block_x()) * per;
+    const size_t end = first + per < n16 ? first + per : n16;
+    const uint4* from = reinterpret_cast<const uint4*>(src);
+    uint4* to = reinterpret_cast<uint4*>(slots + static_cast<size_t>(dev::block_y()) * stride);
+    size_t i = first + dev::thread_x();
+    for (; i + 3 * kCopyThreads < end; i += 4 * kCopyThreads) {
+        const uint4 w0 = dev::load_stream(from + i), w1 = dev::load_stream(from + i + kCopyThreads),
+                    w2 = dev::load_stream(from + i + 2 * kCopyThreads), w3 = dev::load_stream(from + i + 3 * kCopyThreads);
+        to[i] = w0;
+        to[i + kCopyThreads] = w1;
+        to[i + 2 * kCopyThreads] = w2;
+        to[i + 3 * kCopyThreads] = w3;
+    }
+    for (; i < end; i += kCopyThreads) to[i] = dev::load_stream(from + i);
+}
+
+}  // namespace
+
+void expert_stage(const ExpertStageArgs& a, void* stream) {
+    if (a.experts < 1 || a.experts > kExpertStageMaxExperts) throw_argument("expert_stage", "experts must be 1..1024");
+    if (!a.table || !a.counts || !a.stage_table || !a.slot_source) throw_argument("expert_stage", "null table or counts");
+    if (a.min_jobs < 1 || a.tile_jobs < 1) throw_argument("expert_stage", "min_jobs and tile_jobs must be positive");
+    if (a.slot_count < 0 || (a.slot_count > 0 && !a.slots)) throw_argument("expert_stage", "slots missing");
+    if (a.slot_count > 0 && (a.bytes == 0 || a.bytes % 16 != 0 || a.bytes > a.slot_stride || a.slot_stride % 16 != 0 ||
+                             reinterpret_cast<std::uintptr_t>(a.slots) % 16 != 0))
+        throw_argument("expert_stage", "bytes must be a positive multiple of 16 within 16-byte aligned slots");
+    if (a.slot_count > 65535) throw_argument("expert_stage", "at most 65535 slots");
+    const hipStream_t s = static_cast<hipStream_t>(stream);
+    expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, s>>>(a);
+    AFF_GPU_CHECK(hipGetLastError());
+    if (a.slot_count == 0) return;
+    const unsigned chunks = static_cast<unsigned>((a.bytes + kChunk - 1) / kChunk);
+    expert_stage_copy_kernel<<<dim3(chunks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0, s>>>(
+        a.slot_source, a.slots, a.slot_stride, a.bytes / 16);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+}  // namespace aff::gpu

@@ -1,0 +1,52 @@
+// Prefill on a tiered model (issue 17): moe_gemm reads an expert's matrix once per tile of 64 of
+// its jobs, so an expert the kernels read over the bus (the host pool or an SSD staging slot:
+// mapped pinned host memory) that a long chunk routes many tokens to crosses the slowest link
+// several times. expert_stage copies such experts once into device scratch slots and writes a
+// per-call copy of the layer's expert table pointing at them; moe_gemm then reads the same bytes
+// from HBM (same kernel, same bytes, same order: the logits do not change). Which experts: those
+// the table points into one of the `far` address ranges with at least min_jobs jobs, busiest
+// first while slots last (the rest keep their entries and are read in place, as without this
+// step). Everything is decided on the device from moe_group's counts: no host round trip. A
+// copy with counts; its test is the tiered model's logits (tests/gpu/tiers_test.cpp, family
+// `tiers`), its speed tests/bench/prefill_tiers_bench.cpp. Host-callable declarations only;
+// device code in expert_stage.hip.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace aff::gpu {
+
+inline constexpr int kExpertStageMaxExperts = 1024;  // moe_gemm's limit too
+inline constexpr int kExpertStageFarRanges = 2;      // the host pool, the SSD staging slots
+
+// Counters expert_stage adds to (device, uint32 each; they wrap after 2^32): over its calls,
+// experts staged, far experts routed but left in place (below min_jobs, or no slot left), the
+// 64-job tiles of the experts left in place (each reads its matrix over the bus once per GEMM)
+// and the tiles of the staged ones (what they would have read in place).
+enum ExpertStageCounter { kStagedExperts = 0, kInPlaceExperts, kInPlaceTiles, kStagedTiles, kExpertStageCounters };
+
+struct ExpertStageArgs {
+    const std::uint8_t* const* table = nullptr;  // the layer's expert table [experts] (device)
+    int experts = 0;                             // 1 .. kExpertStageMaxExperts
+    const std::int32_t* counts = nullptr;        // jobs per expert [experts] (device: moe_group_counts)
+    int min_jobs = 1;                            // staged only with at least this many jobs (>= 1)
+    int tile_jobs = 64;                          // jobs a GEMM tile (kMoeGemmTileM): for the counters
+    // Address ranges [lo, hi) read over the bus (device view); an empty range has lo == hi.
+    const std::uint8_t* far_lo[kExpertStageFarRanges] = {};
+    const std::uint8_t* far_hi[kExpertStageFarRanges] = {};
+    std::uint8_t* slots = nullptr;               // slot_count slots, slot_stride apart (device, 16-byte aligned)
+    std::size_t slot_stride = 0;
+    int slot_count = 0;                          // 0: counts only, nothing copied
+    std::size_t bytes = 0;                       // copied an expert: a multiple of 16, at most slot_stride, readable at the source
+    const std::uint8_t** stage_table = nullptr;  // out [experts]: the table the GEMMs read (device)
+    const std::uint8_t** slot_source = nullptr;  // scratch [max(1, slot_count)] (device)
+    std::uint32_t* counters = nullptr;           // [kExpertStageCounters] (device), added to; null: none
+};
+
+// Two launches on `stream`: one block picks the experts, fills stage_table and slot_source and
+// adds to the counters; then a grid copies each picked expert's `bytes` into its slot (16-byte
+// loads; blocks of slots left empty return at once).
+void expert_stage(const ExpertStageArgs& a, void* stream);
+
+}  // namespace aff::gpu
