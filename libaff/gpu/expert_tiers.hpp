@@ -53,8 +53,11 @@ struct ExpertTiers {
     std::unique_ptr<SsdTier> ssd;  // with experts on the SSD (set up by GpuModel::Impl::setup_ssd)
 
     // The prefill GEMMs' staging counters (kernels/expert_stage.hpp, ExpertStageCounter; device,
-    // zeroed at load; GpuModel::tiers reads them).
+    // zeroed at load) and their host copy, read back by GpuModel::tiers only after a call staged
+    // (stage_dirty): a report between decode steps costs no synchronize.
     Buffer stage_counters;
+    std::uint32_t stage_read[4] = {};
+    bool stage_dirty = false;
 
     std::unique_ptr<RecordingPolicy> policy;
     std::unique_ptr<placement::PlacementEngine> engine;

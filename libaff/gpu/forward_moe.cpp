@@ -120,6 +120,7 @@ const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t*
     a.slot_source = stage_sources;
     a.counters = static_cast<std::uint32_t*>(tiers->stage_counters.data());
     expert_stage(a, stream.handle());
+    tiers->stage_dirty = true;
     return copy ? stage_table : table;
 }
 

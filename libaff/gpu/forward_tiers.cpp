@@ -245,15 +245,17 @@ GpuTierReport GpuModel::tiers() const {
         else if (pool && a >= pool && a < pool + t.pool.size()) ++r.in_pool;
         else if (t.ssd) ++r.on_ssd;  // a staging slot or null
     }
-    {
-        std::uint32_t staged[kExpertStageCounters] = {};
-        m.stream.copy(staged, t.stage_counters.data(), sizeof staged);
+    static_assert(sizeof t.stage_read / sizeof t.stage_read[0] == kExpertStageCounters);
+    if (t.stage_dirty) {
+        ExpertTiers& w = *m.tiers;  // the host copy of the device counters (a cache: the model is unchanged)
+        m.stream.copy(w.stage_read, t.stage_counters.data(), sizeof w.stage_read);
         m.stream.synchronize();
-        r.staged_experts = staged[kStagedExperts];
-        r.staged_tiles = staged[kStagedTiles];
-        r.in_place_experts = staged[kInPlaceExperts];
-        r.in_place_tiles = staged[kInPlaceTiles];
+        w.stage_dirty = false;
     }
+    r.staged_experts = t.stage_read[kStagedExperts];
+    r.staged_tiles = t.stage_read[kStagedTiles];
+    r.in_place_experts = t.stage_read[kInPlaceExperts];
+    r.in_place_tiles = t.stage_read[kInPlaceTiles];
     if (t.ssd) {
         const SsdTier& s = *t.ssd;
         r.ssd_source = s.source;

@@ -24,7 +24,7 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 
 start=$SECONDS
-if timeout 240 "$bin/tests/aff_gpu_tests" tiers >"$out/tiers.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
+if timeout 480 "$bin/tests/aff_gpu_tests" tiers >"$out/tiers.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
 note "aff_gpu_tests tiers: $t in $((SECONDS - start)) s; $(tail -1 "$out/tiers.txt")"
 grep 'FAIL$' "$out/tiers.txt" | head -30 >>"$summary"
 grep '^tiers: ' "$out/tiers.txt" >>"$summary"

@@ -25,6 +25,9 @@
 //     left (a third of the experts), the pool the rest, logits bit-identical;
 //   - refusals: belady (needs the future) and an unknown strategy are usage errors; move_expert on a
 //     tiered model is a usage error.
+// Prefill staging (staging_on): a 512-token chunk with the bus-read experts staged into HBM
+// before the GEMMs, forced on, forced off and automatic, against the all-resident model, bit for
+// bit (the rows are listed there).
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
 #include "device_test.hpp"
@@ -41,12 +44,14 @@
 #include "libaff/placement/tier_plan.hpp"
 #include "libaff/quant/geometry_container.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace aff::gpu::test;
@@ -247,6 +252,109 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
     }
 }
 
+// The prefill GEMMs' staging (GpuOptions::prefill_staging, kernels/expert_stage.hpp): a long
+// chunk (kLongChunk tokens, every row's logits), two decode steps and a short chunk on the
+// all-resident model, then on tiered ones (no slab; half the experts in the slab; no slab with
+// 2 staging slots, so that some bus-read experts stay in place; no slab and the pool capped at
+// a quarter of the experts, the rest on the SSD), staging on, off and automatic. Rows: every
+// logit the all-resident model's bit for bit; off stages nothing; on and automatic stage some
+// expert when the pool holds any; every mode sees the same bus-read tiles (staged + in place:
+// the routing is the same); automatic stages only experts of two tiles or more; at most the
+// slots a call, per layer and GEMM call. On TQ2875R experts (moe_gemv, no GEMM) the same logits
+// and nothing staged or counted.
+constexpr int kLongChunk = 512;
+
+// gemm false: the layers stay on moe_gemv (TQ2875R experts): nothing is staged nor counted.
+void staging_on(const std::string& label, const std::string& path, bool gemm, std::vector<Row>& rows) {
+    aff::ThreadPool pool(0);
+    auto cpu = aff::Model::load(path, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
+    std::vector<std::int32_t> chunk, shorter, steps;
+    auto run_calls = [&](aff::gpu::GpuModel& g, bool reference) {
+        std::vector<std::vector<float>> out;
+        const int V = g.config().vocab_size;
+        aff::gpu::GpuDecodeState st = g.new_state();
+        out.push_back(g.forward(st, chunk, true));
+        for (int s = 0; s < 2; ++s) {
+            if (reference) steps.push_back(argmax_last(out.back(), V));
+            const std::int32_t one[1] = {steps[std::size_t(s)]};
+            out.push_back(g.forward(st, one, false));
+        }
+        out.push_back(g.forward(st, shorter, true));
+        return out;
+    };
+    std::vector<std::vector<float>> want;
+    std::size_t slot_bytes = 0;
+    std::int64_t experts = 0;
+    int layers = 0;
+    {
+        aff::gpu::GpuModel g(*cpu, &reader, {});
+        const aff::ModelConfig& c = g.config();
+        layers = c.num_layers;
+        experts = std::int64_t(c.num_layers) * c.n_routed_experts;
+        chunk = random_tokens(kLongChunk, c.vocab_size);
+        shorter = random_tokens(kChunk, c.vocab_size);
+        want = run_calls(g, true);
+        slot_bytes = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+    }
+    struct Case {
+        const char* name;
+        std::int64_t slab;      // slots
+        std::int64_t pool = -1; // slots; -1: the rest
+        int stage_slots = 32;
+    };
+    const Case cases[] = {{"no slab", 0}, {"half in the slab", experts / 2}, {"no slab, 2 staging slots", 0, -1, 2},
+                          {"no slab, a quarter in the pool, the rest on the SSD", 0, std::max<std::int64_t>(1, experts / 4)}};
+    using aff::gpu::PrefillStaging;
+    for (const Case& k : cases) {
+        std::uint64_t tiles_off = 0;
+        for (const auto& [mode, mode_name] : {std::pair{PrefillStaging::off, "off"}, std::pair{PrefillStaging::on, "on"},
+                                              std::pair{PrefillStaging::automatic, "automatic"}}) {
+            const std::string what = label + ", prefill staging " + mode_name + ", " + k.name;
+            try {
+                aff::gpu::GpuOptions o;
+                o.tiers.slab_cap = std::size_t(k.slab) * slot_bytes;
+                if (k.pool >= 0) o.tiers.host_pool = std::size_t(k.pool) * slot_bytes;
+                o.tiers.strategy = "static";
+                o.prefill_staging = mode;
+                o.prefill_stage_slots = k.stage_slots;
+                aff::gpu::GpuModel g(*cpu, &reader, o);
+                const auto a = std::chrono::steady_clock::now();
+                const std::vector<std::vector<float>> got = run_calls(g, false);
+                const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+                long long d = got.size() == want.size() ? 0 : 1;
+                for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) d += differing(got[i], want[i]);
+                const aff::gpu::GpuTierReport r = g.tiers();
+                add(rows, "tiers", what + ": floats differing", double(d), 0.0);
+                add(rows, "tiers", what + ": tiered", r.tiered ? 0.0 : 1.0, 0.0);
+                const std::uint64_t tiles = r.staged_tiles + r.in_place_tiles;
+                if (!gemm) {
+                    add(rows, "tiers", what + ": (moe_gemv) experts staged + tiles counted", double(r.staged_experts + tiles), 0.0);
+                    std::printf("tiers: %s: %.1f ms for the calls\n", what.c_str(), ms);
+                    continue;
+                }
+                add(rows, "tiers", what + ": bus-read tiles seen (1 = none)", tiles > 0 ? 0.0 : 1.0, 0.0);
+                if (mode == PrefillStaging::off) {
+                    tiles_off = tiles;
+                    add(rows, "tiers", what + ": experts staged", double(r.staged_experts), 0.0);
+                } else {
+                    add(rows, "tiers", what + ": |bus-read tiles - off's|", double(std::llabs(std::int64_t(tiles) - std::int64_t(tiles_off))), 0.0);
+                    add(rows, "tiers", what + ": experts staged (1 = none)", r.staged_experts > 0 ? 0.0 : 1.0, 0.0);
+                    // Two GEMM calls (the long and the short chunk), each layer staging at most its slots.
+                    add(rows, "tiers", what + ": staged experts over the slots of every layer and call",
+                        r.staged_experts > std::uint64_t(2) * std::uint64_t(layers) * std::uint64_t(k.stage_slots) ? 1.0 : 0.0, 0.0);
+                }
+                if (mode == PrefillStaging::automatic)
+                    add(rows, "tiers", what + ": a staged expert of one tile (1 = some)",
+                        r.staged_tiles < 2 * r.staged_experts ? 1.0 : 0.0, 0.0);
+                std::printf("tiers: %s: %.1f ms for the calls; %s\n", what.c_str(), ms, r.summary().c_str());
+            } catch (const std::exception& e) {
+                rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
+            }
+        }
+    }
+}
+
 // A model whose experts are not codebook-stored (dense stacks): a slab cap changes nothing.
 void untiered(const std::string& name, std::vector<Row>& rows) {
     aff::ThreadPool pool(0);
@@ -282,6 +390,7 @@ AFF_DEVICE_TEST("tiers") {
     try {
         for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
             tiers_on(label, path, wide, rows);
+            staging_on(label, path, label.find("TQ2875R") == std::string::npos, rows);
         });
     } catch (const std::exception& e) {
         rows.push_back({"tiers", std::string("wide container threw: ") + e.what(), INFINITY, 0.0, false});
@@ -301,6 +410,7 @@ AFF_DEVICE_TEST("tiers") {
                  {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
                   {"no slab", 0, "static"}},
                  rows);
+        staging_on("V4 geometry 2x16", g.out_path, true, rows);
     } catch (const std::exception& e) {
         rows.push_back({"tiers", std::string("V4 geometry container threw: ") + e.what(), INFINITY, 0.0, false});
     }
