@@ -7,13 +7,17 @@
 // SLAB_PERCENT % of the experts (0: every expert in the pinned host pool), placement static (no
 // mover: every mode reads the same tiers). Per chunk size (default 64, 512, 2048 tokens): one
 // warm-up call, then REPS timed calls, each on a fresh state (a prompt's first chunk, only the
-// last row's logits). Figures per chunk: median ms, tok/s, and the bytes the routed GEMMs read
-// over the bus, from the staging counters (GpuTierReport: the pick counts in every mode):
+// last row's logits), of the same Zipf(1.05) token ids (seed 7: the hash-routed layers' skew).
+// Figures per chunk: median ms, tok/s, and the bytes the routed GEMMs read over the bus, from
+// the staging counters (GpuTierReport: the pick counts in every mode):
 //     bus bytes = staged experts · extent bytes (each copied once)
 //               + tiles read in place · (w1 + w3 + w2 bytes) (each 64-job tile reads them once),
 // against the mapped-read ceiling measured in this run (libaff/gpu/read_ceiling.hpp): bus floor
 // = bus bytes / ceiling, the time the chunk cannot beat whatever the tensor cores do.
 // Off's bus bytes are what reading in place costs; on's and automatic's what staging costs.
+// The bus bytes of the experts the mapped reads may serve from the GPU's L2 are counted as
+// read: what the timing shows against the floor says how far that holds.
+// Use --layers 4 or more: the first 3 layers are hash-routed, only later ones take --route-skew.
 //     prefill_tiers_bench CONTAINER.aff [SLAB_PERCENT [REPS [CHUNK ...]]]
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
@@ -22,10 +26,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -83,10 +89,17 @@ int main(int argc, char** argv) {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         const aff::ModelConfig& c = cpu->config();
         const int longest = *std::max_element(chunks.begin(), chunks.end());
-        std::mt19937 rng(7);
-        std::uniform_int_distribution<int> tok(0, c.vocab_size - 1);
+        // Zipf(1.05) token ids over a random ranking of the vocabulary (text's skew, which the
+        // hash-routed layers' tid2eid passes on to their experts).
+        std::mt19937_64 rng(7);
+        std::vector<std::int32_t> ranked(static_cast<std::size_t>(c.vocab_size));
+        std::iota(ranked.begin(), ranked.end(), 0);
+        std::shuffle(ranked.begin(), ranked.end(), rng);
+        std::vector<double> weight(ranked.size());
+        for (std::size_t r = 0; r < weight.size(); ++r) weight[r] = std::pow(double(r + 1), -1.05);
+        std::discrete_distribution<std::size_t> pick(weight.begin(), weight.end());
         std::vector<std::int32_t> tokens(static_cast<std::size_t>(longest));
-        for (auto& t : tokens) t = tok(rng);
+        for (auto& t : tokens) t = ranked[pick(rng)];
         const double w13 = matrix_bytes(c.moe_intermediate_size, c.hidden_size);
         const double w2 = matrix_bytes(c.hidden_size, c.moe_intermediate_size);
 
