@@ -139,13 +139,15 @@ enum class DraftPlacement { automatic, vram, ram };
 // matrices once per 64 of its jobs, so a pooled (or SSD-staged) expert that a long chunk routes
 // many tokens to would cross the bus several times. Before a layer's routed GEMMs such experts
 // are copied once into device scratch slots and the GEMMs read them there; same bytes, same
-// kernel: the logits do not change. automatic: the experts with more than one tile's jobs
-// (> 64: read twice or more in place); on: every bus-read expert routed to (a one-tile expert
-// then costs its copy and gains nothing: for measurement); off: every expert read in place
+// kernel: the logits do not change. automatic: in calls of kStageEveryFrom tokens or more
+// every bus-read expert routed to, in shorter ones the experts with more than one tile's jobs
+// (> 64: read twice or more in place); on: every bus-read expert routed to in any call (a
+// one-tile expert's copy gains nothing in a short call: for measurement); off: every expert read in place
 // (the step still counts what it would stage, nothing copied). Busiest first while slots last
 // (GpuOptions::prefill_stage_slots; the rest are read in place). Decode steps and calls of the
 // GEMVs never stage.
 enum class PrefillStaging { automatic, on, off };
+inline constexpr int kStageEveryFrom = 256;
 
 struct GpuOptions {
     int device = 0;                    // ordinal among the visible devices

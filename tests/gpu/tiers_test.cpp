@@ -259,7 +259,8 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
 // a quarter of the experts, the rest on the SSD), staging on, off and automatic. Rows: every
 // logit the all-resident model's bit for bit; off stages nothing; on and automatic stage some
 // expert when the pool holds any; every mode sees the same bus-read tiles (staged + in place:
-// the routing is the same); automatic stages only experts of two tiles or more; at most the
+// the routing is the same); automatic stages as on in the long chunk and nothing in the short
+// one (its experts have one tile of jobs at most); at most the
 // slots a call, per layer and GEMM call. On TQ2875R experts (moe_gemv, no GEMM) the same logits
 // and nothing staged or counted.
 constexpr int kLongChunk = 512;
@@ -270,11 +271,13 @@ void staging_on(const std::string& label, const std::string& path, bool gemm, st
     auto cpu = aff::Model::load(path, pool);
     const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
     std::vector<std::int32_t> chunk, shorter, steps;
+    aff::gpu::GpuTierReport after_long;  // the counters after the long chunk
     auto run_calls = [&](aff::gpu::GpuModel& g, bool reference) {
         std::vector<std::vector<float>> out;
         const int V = g.config().vocab_size;
         aff::gpu::GpuDecodeState st = g.new_state();
         out.push_back(g.forward(st, chunk, true));
+        if (!reference) after_long = g.tiers();
         for (int s = 0; s < 2; ++s) {
             if (reference) steps.push_back(argmax_last(out.back(), V));
             const std::int32_t one[1] = {steps[std::size_t(s)]};
@@ -307,7 +310,7 @@ void staging_on(const std::string& label, const std::string& path, bool gemm, st
                           {"no slab, a quarter in the pool, the rest on the SSD", 0, std::max<std::int64_t>(1, experts / 4)}};
     using aff::gpu::PrefillStaging;
     for (const Case& k : cases) {
-        std::uint64_t tiles_off = 0;
+        std::uint64_t tiles_off = 0, staged_on_long = 0;
         for (const auto& [mode, mode_name] : {std::pair{PrefillStaging::off, "off"}, std::pair{PrefillStaging::on, "on"},
                                               std::pair{PrefillStaging::automatic, "automatic"}}) {
             const std::string what = label + ", prefill staging " + mode_name + ", " + k.name;
@@ -344,9 +347,16 @@ void staging_on(const std::string& label, const std::string& path, bool gemm, st
                     add(rows, "tiers", what + ": staged experts over the slots of every layer and call",
                         r.staged_experts > std::uint64_t(2) * std::uint64_t(layers) * std::uint64_t(k.stage_slots) ? 1.0 : 0.0, 0.0);
                 }
-                if (mode == PrefillStaging::automatic)
-                    add(rows, "tiers", what + ": a staged expert of one tile (1 = some)",
-                        r.staged_tiles < 2 * r.staged_experts ? 1.0 : 0.0, 0.0);
+                if (mode == PrefillStaging::on) staged_on_long = after_long.staged_experts;
+                if (mode == PrefillStaging::automatic) {
+                    // The long chunk (kStageEveryFrom tokens or more) stages as on does; the short
+                    // one only experts of two tiles or more, which its 6 tokens cannot give.
+                    static_assert(kLongChunk >= aff::gpu::kStageEveryFrom);
+                    add(rows, "tiers", what + ": |long chunk's staged experts - on's|",
+                        double(std::llabs(std::int64_t(after_long.staged_experts) - std::int64_t(staged_on_long))), 0.0);
+                    add(rows, "tiers", what + ": experts staged in the short chunk",
+                        double(r.staged_experts - after_long.staged_experts), 0.0);
+                }
                 std::printf("tiers: %s: %.1f ms for the calls; %s\n", what.c_str(), ms, r.summary().c_str());
             } catch (const std::exception& e) {
                 rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
