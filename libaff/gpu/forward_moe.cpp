@@ -107,8 +107,9 @@ const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t*
     // automatic (RESULTS.md, session 10 round B): from kStageEveryFrom tokens every bus-read
     // expert (at 512 tokens that was 7-12 % faster than staging only the multi-tile ones);
     // below, only the experts the GEMM would read twice or more (a one-tile expert's copy reads
-    // the same bytes and only serialises them: within ±10 % at 64 tokens).
-    const bool every = options.prefill_staging == PrefillStaging::on || n >= kStageEveryFrom;
+    // the same bytes and only serialises them: within ±10 % at 64 tokens). Off keeps
+    // the rule it had (min 1: its counters with no slot say what on would stage).
+    const bool every = options.prefill_staging != PrefillStaging::automatic || n >= kStageEveryFrom;
     a.min_jobs = every ? 1 : kMoeGemmTileM + 1;
     auto range = [&](int i, const void* base, std::size_t bytes) {
         a.far_lo[i] = static_cast<const std::uint8_t*>(base);
