@@ -27,29 +27,14 @@
 # One PASS/FAIL line per check into OUT's summary; exits 1 if a check failed. About 60 s on an H200.
 # usage: tests/gpu/draft_route_trace_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: draft_route_trace_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: draft_route_trace_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
+source "$(dirname "$0")/device_script.bash" "$@"
 model=$repo/tests/data/models/tiny-trained
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-fail() { note "FAIL $*"; rc=1; }
 begin=$SECONDS
 # 1. The device family.
-start=$SECONDS
-if timeout 300 "$bin/tests/aff_gpu_tests" mtp_routes >"$out/mtp_routes.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
-note "aff_gpu_tests mtp_routes: $t in $((SECONDS - start)) s; $(tail -1 "$out/mtp_routes.txt")"
-grep 'FAIL$' "$out/mtp_routes.txt" | head -30 >>"$summary"
+gpu_family 300 mtp_routes
 # 2. Traces of drafted generations against their acceptance lines.
 run() {  # tag, flags...
-  local tag=$1
-  shift
-  timeout 60 "$bin/tools/aff-run" -m "$model" -p 'def fibonacci(n):' -n 40 --temp 0 --gpus 1 --no-echo --ui plain "$@" \
-    >"$out/$tag.out" 2>"$out/$tag.err"
+  aff_run 60 "$1" -m "$model" -p 'def fibonacci(n):' -n 40 --temp 0 --gpus 1 --no-echo --ui plain "${@:2}"
 }
 if ! run plain --draft off; then
   fail "aff-run --gpus 1 --draft off: $(tail -1 "$out/plain.err")"
@@ -75,10 +60,7 @@ else
 fi
 # 3. GPU against CPU on the GEMV path.
 both() {  # tag, flags...
-  local tag=$1
-  shift
-  timeout 120 "$bin/tools/aff-run" -m "$model" --tokens 0,1006,1005,1007 -n 40 --temp 0 --no-echo --ui plain \
-    --draft mtp --draft-max 3 "$@" >"$out/$tag.out" 2>"$out/$tag.err"
+  aff_run 120 "$1" -m "$model" --tokens 0,1006,1005,1007 -n 40 --temp 0 --no-echo --ui plain --draft mtp --draft-max 3 "${@:2}"
 }
 if ! both gemv-gpu --gpus 1 --route-trace "$out/gemv-gpu.aft"; then
   fail "aff-run --tokens --gpus 1 --draft mtp --route-trace: $(tail -1 "$out/gemv-gpu.err")"

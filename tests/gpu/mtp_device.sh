@@ -15,29 +15,15 @@
 # a summary into OUT; exits 1 if a check failed. Aimed at under 240 s on an H200.
 # usage: tests/gpu/mtp_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: mtp_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: mtp_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
+source "$(dirname "$0")/device_script.bash" "$@"
 
-start=$SECONDS
-if timeout 150 "$bin/tests/aff_gpu_tests" mtp >"$out/mtp.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
-note "aff_gpu_tests mtp: $t in $((SECONDS - start)) s; $(tail -1 "$out/mtp.txt")"
-grep 'FAIL$' "$out/mtp.txt" | head -30 >>"$summary"
+gpu_family 150 mtp
 grep -A40 'crashed with' "$out/mtp.txt" >>"$summary"
 grep '^mtp ' "$out/mtp.txt" | head -60 >>"$summary"
 
 model=$repo/tests/data/models/tiny-trained
 run() {  # name, flags...
-  local name=$1
-  shift
-  timeout 60 "$bin/tools/aff-run" -m "$model" -p 'def fibonacci(n):' -n 48 --temp 0 --ui plain "$@" \
-    >"$out/$name.txt" 2>"$out/$name.err"
+  aff_run 60 "$1" -m "$model" -p 'def fibonacci(n):' -n 48 --temp 0 --ui plain "${@:2}"
 }
 if ! run plain --draft off; then
   note "FAIL aff-run --draft off on the GPU: $(tail -1 "$out/plain.err")"
@@ -50,7 +36,7 @@ else
       continue
     fi
     verdict=ok
-    cmp -s "$out/plain.txt" "$out/mtp$k.txt" || verdict="FAIL output differs from --draft off"
+    cmp -s "$out/plain.out" "$out/mtp$k.out" || verdict="FAIL output differs from --draft off"
     grep -qx "aff-run: drafts: mtp, up to $k a step" "$out/mtp$k.err" || verdict="FAIL no drafter line"
     line=$(grep '^aff-run: drafts: [0-9]* verify calls' "$out/mtp$k.err")
     [ -n "$line" ] || verdict="FAIL no acceptance line"
@@ -60,7 +46,7 @@ else
   note "aff-run GPU --draft off: $(grep -o '[0-9.]* tok/s' "$out/plain.err" | tail -1)"
   if run auto; then
     grep -qx 'aff-run: drafts: mtp, up to 3 a step, while faster than without' "$out/auto.err" &&
-      cmp -s "$out/plain.txt" "$out/auto.txt" && note "aff-run GPU --draft auto: gated drafter, same output" ||
+      cmp -s "$out/plain.out" "$out/auto.out" && note "aff-run GPU --draft auto: gated drafter, same output" ||
       { note "FAIL aff-run GPU --draft auto: $(grep 'drafts' "$out/auto.err" | head -2 | tr '\n' ' ')"; rc=1; }
   else
     note "FAIL aff-run GPU --draft auto: $(tail -1 "$out/auto.err")"
@@ -69,8 +55,7 @@ else
 fi
 
 # --draft-placement ram on tiny-trained (dense expert stacks): refused, exit 1, one line.
-timeout 60 "$bin/tools/aff-run" -m "$model" -p 'def f' -n 4 --temp 0 --draft mtp --draft-placement ram \
-  >"$out/dense-ram.txt" 2>"$out/dense-ram.err"
+aff_run 60 dense-ram -m "$model" -p 'def f' -n 4 --temp 0 --draft mtp --draft-placement ram
 status=$?
 if [ $status = 1 ] && tail -1 "$out/dense-ram.err" | grep -q -- '^aff-run: --draft-placement ram: '; then
   note "aff-run GPU --draft-placement ram with dense experts: refused (exit 1): $(tail -1 "$out/dense-ram.err")"
@@ -86,10 +71,7 @@ if timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 2 --experts 
   # VRAM and in RAM, all resident and tiered (a 32-expert slab; auto puts them in RAM there),
   # give the same generated tokens as --draft off; the start-up line says where they are.
   placed() {  # name, flags...
-    local name=$1
-    shift
-    timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$(seq -s, 1 24)" -n 32 --temp 0 --no-echo --ui plain \
-      --dump-tokens "$@" >"$out/$name.out" 2>"$out/$name.err"
+    aff_run 120 "$1" -m "$geo" --tokens "$(seq -s, 1 24)" -n 32 --temp 0 --no-echo --ui plain --dump-tokens "${@:2}"
   }
   slab=$((32 * 9))  # MiB: 32 experts of 8.6 MiB and a little
   if placed geo-off --draft off; then

@@ -23,27 +23,15 @@
 # Writes the logs and a summary into OUT; exits 1 if a check failed. About 100 s on an H200.
 # usage: tests/gpu/route_trace_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: route_trace_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: route_trace_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
+source "$(dirname "$0")/device_script.bash" "$@"
 models=$repo/tests/data/models
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-fail() { note "FAIL $*"; rc=1; }
 begin=$SECONDS
 # The independent reader decodes the traces' zstd chunks with the zstd command; without one the
 # comparisons fall back to aff-trace summary's counts (said on each line).
 command -v zstd >/dev/null || note "NOTE no zstd command: traces are compared by aff-trace summary's counts only, selections not compared"
 
 # 1. The device family.
-start=$SECONDS
-if timeout 200 "$bin/tests/aff_gpu_tests" route_trace >"$out/route_trace.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
-note "aff_gpu_tests route_trace: $t in $((SECONDS - start)) s; $(tail -1 "$out/route_trace.txt")"
-grep 'FAIL$' "$out/route_trace.txt" | head -30 >>"$summary"
+gpu_family 200 route_trace
 
 # 2. aff-run on the GPU and on the CPU.
 start=$SECONDS
@@ -56,10 +44,7 @@ for model in tiny-a tiny-trained tiny-trained.aff; do
     [ "$model" = tiny-a ] && [ "$kind" = gemm ] && continue
     name=$model-$kind
     run() {  # tag, extra flags...
-      local tag=$1
-      shift
-      timeout 60 "$bin/tools/aff-run" -m "$models/$model" --tokens "$prompt" --force-tokens "$forced" --no-echo \
-        --ui plain "$@" >"$out/$name.$tag.out" 2>"$out/$name.$tag.err"
+      aff_run 60 "$name.$1" -m "$models/$model" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain "${@:2}"
     }
     if ! run gpu --gpus 1 --route-trace "$out/$name.gpu.aft" --logits-out "$out/$name.gpu.logits"; then
       fail "aff-run $name --route-trace on the GPU: $(tail -1 "$out/$name.gpu.err")"

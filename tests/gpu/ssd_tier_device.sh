@@ -18,21 +18,12 @@
 # Writes the logs and a summary into OUT; exits 1 if a check failed.
 # usage: tests/gpu/ssd_tier_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: ssd_tier_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: ssd_tier_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
+source "$(dirname "$0")/device_script.bash" "$@"
 note "ssd_tier_device.sh: OUT on $(df -T "$out" | awk 'NR==2 {print $2 " (" $1 ")"}')"
 
-start=$SECONDS
 mkdir -p "$out/tmp"
-if TMPDIR=$out/tmp timeout 240 "$bin/tests/aff_gpu_tests" ssd_tier >"$out/ssd_tier.txt" 2>&1; then t=PASS; else t="FAIL ($?)"; rc=1; fi
-note "$t aff_gpu_tests ssd_tier in $((SECONDS - start)) s; $(tail -1 "$out/ssd_tier.txt")"
+if TMPDIR=$out/tmp gpu_tests 240 ssd_tier; then t=PASS; else t="FAIL ($?)"; rc=1; fi
+note "$t aff_gpu_tests ssd_tier in $family_s s; $(tail -1 "$out/ssd_tier.txt")"
 grep 'FAIL$' "$out/ssd_tier.txt" | head -30 >>"$summary"
 grep '^ssd_tier: ' "$out/ssd_tier.txt" >>"$summary"
 rm -rf "$out/tmp"
@@ -47,10 +38,8 @@ note "O_DIRECT read rate (dd, 2 MiB blocks, one stream): $(dd if="$geo" of=/dev/
 prompt=$(seq -s, 1 40)
 forced=$(seq -s, 100 107)
 run() {  # name, extra flags...
-  local name=$1
-  shift
-  timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
-    --logits-out "$out/$name.logits" "$@" >"$out/$name.out" 2>"$out/$name.err"
+  aff_run 120 "$1" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
+    --logits-out "$out/$1.logits" "${@:2}"
 }
 if ! run resident; then
   note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
@@ -60,10 +49,7 @@ for case in "small-static 36 36 static 56" "small-demand 36 36 demand 56" "small
   "nopool-demand 36 0 demand 60" "nopool-heat 36 0 heat 60" "none-static 0 0 static 64"; do
   read -r name slab pool strategy ssd <<<"$case"
   t0=$SECONDS
-  # heat with replay's eager knobs: the GPU defaults rightly move nothing on this random
-  # model's near-uniform routing, and the moving path is what the heat cases test.
-  eager=()
-  [ "$strategy" = heat ] && eager=(--placement-moves 4 --placement-min-gain 0.5 --placement-hysteresis 0.25)
+  eager_flags "$strategy"  # heat: replay's eager knobs (device_script.bash says why)
   if ! run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy" "${eager[@]}"; then
     note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
     rc=1

@@ -13,20 +13,9 @@
 # OUT; exits 1 if a check failed.
 # usage: tests/gpu/tiers_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: tiers_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: tiers_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
+source "$(dirname "$0")/device_script.bash" "$@"
 
-start=$SECONDS
-if timeout 480 "$bin/tests/aff_gpu_tests" tiers >"$out/tiers.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
-note "aff_gpu_tests tiers: $t in $((SECONDS - start)) s; $(tail -1 "$out/tiers.txt")"
-grep 'FAIL$' "$out/tiers.txt" | head -30 >>"$summary"
+gpu_family 480 tiers
 grep '^tiers: ' "$out/tiers.txt" >>"$summary"
 
 geo=$out/v4-2x16.aff
@@ -37,10 +26,8 @@ fi
 prompt=$(seq -s, 1 40)
 forced=$(seq -s, 100 107)
 run() {  # name, extra flags...
-  local name=$1
-  shift
-  timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
-    --logits-out "$out/$name.logits" "$@" >"$out/$name.out" 2>"$out/$name.err"
+  aff_run 120 "$1" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
+    --logits-out "$out/$1.logits" "${@:2}"
 }
 if ! run resident; then
   note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
@@ -50,10 +37,7 @@ grep -q 'experts tiered' "$out/resident.err" && { note "FAIL the all-resident ru
 for case in "half-static 138 static" "half-heat 138 heat" "half-demand 138 demand" "one-demand 9 demand" \
             "one-heat 9 heat" "none-static 0 static"; do
   read -r name mib strategy <<<"$case"
-  # heat with replay's eager knobs: the GPU defaults rightly move nothing on this random
-  # model's near-uniform routing, and the moving path is what the heat cases test.
-  eager=()
-  [ "$strategy" = heat ] && eager=(--placement-moves 4 --placement-min-gain 0.5 --placement-hysteresis 0.25)
+  eager_flags "$strategy"  # heat: replay's eager knobs (device_script.bash says why)
   if ! run "$name" --gpu-expert-mib "$mib" --placement-strategy "$strategy" "${eager[@]}"; then
     note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
     rc=1
