@@ -9,6 +9,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/host_copy.hpp"
+#include "libaff/placement/policy.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -138,6 +139,12 @@ inline std::size_t state_bytes_used(const aff::ModelConfig& c, std::int64_t p, i
     }
     return bytes;
 }
+
+// The heat mover's knobs for the tier tests' heat cases (tiers_test.cpp, ssd_tier_test.cpp; the
+// device scripts' eager_flags, device_script.bash): replay's eager ones (HeatOptions{}), not the
+// GPU mover's reluctant defaults (GpuTierOptions::heat): on these random models' near-uniform
+// routing the defaults rightly move nothing, and the moving path is what the heat rows test.
+inline aff::placement::HeatOptions eager_heat() { return aff::placement::HeatOptions{}; }
 
 // The host/device copies shared with aff-gpucheck (aff/gpu/host_copy.hpp).
 using aff::gpu::poisoned;

@@ -29,16 +29,15 @@
 //   - heat moved experts (> 0).
 // Prints ms per decode step and the end-of-run line for each configuration.
 #include "device_test.hpp"
+#include "tier_run.hpp"
 #include "wide_container.hpp"
 
 #include "libaff/container/container.hpp"
-#include "libaff/core/progress.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/placement/tier_plan.hpp"
-#include "libaff/quant/geometry_container.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -58,30 +57,18 @@ struct Script {
     std::vector<std::int32_t> prompt, short_chunk, long_chunk, steps;  // steps filled by the reference run
 };
 
-struct Run {
-    std::vector<std::vector<float>> logits;
-    double step_ms = 0;
+struct Run : TierRun {
     std::size_t graphs = 0;
 };
 
 Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
-    const int V = g.config().vocab_size;
     Run r;
     aff::gpu::GpuDecodeState st = g.new_state();
     r.logits.push_back(g.forward(st, sc.prompt, true));
-    double ms = 0;
-    auto step = [&](int i) {
-        if (reference) sc.steps.push_back(argmax_last(r.logits.back(), V));
-        const std::int32_t one[1] = {sc.steps[i]};
-        const auto t0 = std::chrono::steady_clock::now();
-        r.logits.push_back(g.forward(st, one, false));
-        ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    };
-    for (int s = 0; s < kStepsBefore; ++s) step(s);
+    for (int s = 0; s < kStepsBefore; ++s) tier_step(g, st, sc.steps, s, reference, r);
     r.logits.push_back(g.forward(st, sc.short_chunk, true));
     r.logits.push_back(g.forward(st, sc.long_chunk, true));
-    for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) step(s);
-    r.step_ms = ms / (kStepsBefore + kStepsAfter);
+    for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) tier_step(g, st, sc.steps, s, reference, r);
     // Two sequences decoded together (the batched GEMVs: the union of their SSD experts staged).
     aff::gpu::GpuDecodeState a = g.new_state(), b = g.new_state();
     r.logits.push_back(g.forward(a, std::span(sc.prompt).first(5), false));
@@ -93,13 +80,6 @@ Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
     }
     r.graphs = g.graphs_captured();
     return r;
-}
-
-long long differ(const Run& got, const Run& want) {
-    long long d = got.logits.size() == want.logits.size() ? 0 : 1;
-    for (std::size_t i = 0; i < std::min(got.logits.size(), want.logits.size()); ++i)
-        d += differing(got.logits[i], want.logits[i]);
-    return d;
 }
 
 struct Config {
@@ -127,8 +107,8 @@ void ssd_on(const std::string& label, const std::string& path, bool has_learned_
         sc.short_chunk = random_tokens(kShort, c.vocab_size);
         sc.long_chunk = random_tokens(kLong, c.vocab_size);
         want = run(g, sc, true);
-        slot_bytes = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
-        std::printf("ssd_tier: %s: all resident %.3f ms a decode step, %zu graphs captured\n", label.c_str(), want.step_ms,
+        slot_bytes = tier_slot_bytes(g);
+        std::printf("ssd_tier: %s: all resident %.3f ms a decode step, %zu graphs captured\n", label.c_str(), want.step_ms(),
                     want.graphs);
     }
     for (const Config& cf : configs) {
@@ -139,10 +119,7 @@ void ssd_on(const std::string& label, const std::string& path, bool has_learned_
             o.tiers.slab_cap = std::size_t(cf.slab) * slot_bytes;
             o.tiers.host_pool = std::size_t(cf.pool) * slot_bytes;
             o.tiers.strategy = cf.strategy;
-            // Replay's eager heat knobs, not the GPU mover's reluctant defaults: on these random
-            // models' near-uniform routing the defaults rightly move nothing, and the moving
-            // path is what these rows test.
-            o.tiers.heat = aff::placement::HeatOptions{};
+            o.tiers.heat = eager_heat();  // the heat cases' moves (device_test.hpp says why)
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const auto t0 = std::chrono::steady_clock::now();
@@ -179,7 +156,7 @@ void ssd_on(const std::string& label, const std::string& path, bool has_learned_
             }
             if (std::string(cf.strategy) == "heat" && cf.slab > 0)
                 add(rows, "ssd_tier", what + ": heat moved experts (0 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
-            std::printf("ssd_tier: %s: %.3f ms a decode step, %.2f s the whole script; %s\n", what.c_str(), got.step_ms, seconds,
+            std::printf("ssd_tier: %s: %.3f ms a decode step, %.2f s the whole script; %s\n", what.c_str(), got.step_ms(), seconds,
                         r.summary().c_str());
             if (&cf == &configs.front()) std::printf("ssd_tier: %s\n", r.describe().c_str());
         } catch (const std::exception& e) {
@@ -208,17 +185,11 @@ AFF_DEVICE_TEST("ssd_tier") {
         rows.push_back({"ssd_tier", std::string("wide container threw: ") + e.what(), INFINITY, 0.0, false});
     }
     try {
-        aff::quant::GeometryContainerOptions g;
-        g.out_path = tmp / "v4-4x16.aff";
-        g.layers = 4;
-        g.experts = 16;
-        g.vocab = 4096;
-        g.tool = "aff_gpu_tests";
         const auto t0 = std::chrono::steady_clock::now();
-        aff::quant::write_geometry_container(g, pool, aff::null_progress());
+        const std::string geo = write_v4_geometry(tmp, "v4-4x16.aff", 4, 16, false, pool);
         std::printf("ssd_tier: V4-Flash geometry, 4 layers of 16 experts written in %.1f s under %s\n",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), tmp.path.c_str());
-        ssd_on("V4 geometry 4x16", g.out_path, true,
+        ssd_on("V4 geometry 4x16", geo, true,
                {{"all on the SSD", 0, 0, "static"},
                 {"8 slab, 8 pool", 8, 8, "demand"},
                 {"8 slab, 8 pool", 8, 8, "heat"},

@@ -31,18 +31,17 @@
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
 #include "device_test.hpp"
+#include "tier_run.hpp"
 #include "wide_container.hpp"
 
 #include "libaff/checkpoint/checkpoint.hpp"
 #include "libaff/container/container.hpp"
 #include "libaff/core/error.hpp"
-#include "libaff/core/progress.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/placement/tier_plan.hpp"
-#include "libaff/quant/geometry_container.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -64,16 +63,13 @@ struct Script {
     std::vector<std::int32_t> prompt, chunk, steps;  // steps filled by the reference run
 };
 
-struct Run {
-    std::vector<std::vector<float>> logits;
-    double step_ms = 0;               // mean over the decode steps
+struct Run : TierRun {
     std::size_t recaptures = 0;       // decode graphs captured after the first step
     int calls = 0, calls_moving = 0;  // calls made; calls after which the mover queued copies
     bool last_moved = false;          // the last call's pass queued copies (no call waited for them yet)
 };
 
 Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
-    const int V = g.config().vocab_size;
     Run r;
     aff::gpu::GpuDecodeState st = g.new_state();
     std::uint64_t moves = 0;
@@ -86,14 +82,9 @@ Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
     };
     r.logits.push_back(g.forward(st, sc.prompt, false));
     count();
-    double ms = 0;
     std::size_t captured_after_first = 0;
     auto step = [&](int i) {
-        if (reference) sc.steps.push_back(argmax_last(r.logits.back(), V));
-        const std::int32_t one[1] = {sc.steps[i]};
-        const auto t0 = std::chrono::steady_clock::now();
-        r.logits.push_back(g.forward(st, one, false));
-        ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        tier_step(g, st, sc.steps, i, reference, r);
         if (i == 0) captured_after_first = g.graphs_captured();
         count();
     };
@@ -101,16 +92,8 @@ Run run(aff::gpu::GpuModel& g, Script& sc, bool reference) {
     r.logits.push_back(g.forward(st, sc.chunk, true));
     count();
     for (int s = kStepsBefore; s < kStepsBefore + kStepsAfter; ++s) step(s);
-    r.step_ms = ms / (kStepsBefore + kStepsAfter);
     r.recaptures = g.graphs_captured() - captured_after_first;
     return r;
-}
-
-long long differ(const Run& got, const Run& want) {
-    long long d = got.logits.size() == want.logits.size() ? 0 : 1;
-    for (std::size_t i = 0; i < std::min(got.logits.size(), want.logits.size()); ++i)
-        d += differing(got.logits[i], want.logits[i]);
-    return d;
 }
 
 bool same_plan(const aff::placement::TierPlan& a, const aff::placement::TierPlan& b) {
@@ -142,8 +125,8 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
         sc.chunk = random_tokens(kChunk, c.vocab_size);
         want = run(g, sc, true);
         add(rows, "tiers", label + ": the default model is not tiered (fits)", g.tiers().tiered ? 1.0 : 0.0, 0.0);
-        slot_bytes = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
-        std::printf("tiers: %s: all resident (arena) %.3f ms a decode step\n", label.c_str(), want.step_ms);
+        slot_bytes = tier_slot_bytes(g);
+        std::printf("tiers: %s: all resident (arena) %.3f ms a decode step\n", label.c_str(), want.step_ms());
     }
     std::uint64_t resident = 0;  // what stays on the GPU when tiered (the first configuration's report)
     for (const Config& cf : configs) {
@@ -154,10 +137,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             aff::gpu::GpuOptions o;
             o.tiers.slab_cap = std::size_t(slots) * slot_bytes;
             o.tiers.strategy = cf.strategy;
-            // Replay's eager heat knobs, not the GPU mover's reluctant defaults: on these random
-            // models' near-uniform routing the defaults rightly move nothing, and the moving
-            // path is what these rows test.
-            o.tiers.heat = aff::placement::HeatOptions{};
+            o.tiers.heat = eager_heat();  // the heat cases' moves (device_test.hpp says why)
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const Run got = run(g, sc, false);
@@ -192,7 +172,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
                 add(rows, "tiers", what + ": copy stream time with moves (1 = none)", r.copy_seconds > 0 ? 0.0 : 1.0, 0.0);
             if (cf.every_call)  // moves every step: the copies of each pass land before the next call reads
                 add(rows, "tiers", what + ": calls after which nothing moved", double(got.calls - got.calls_moving), 0.0);
-            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
+            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms(), r.summary().c_str());
             if (&cf == &configs.front()) {
                 resident = r.inputs.resident_bytes;
                 std::printf("tiers: %s\n", r.describe().c_str());
@@ -228,7 +208,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             add(rows, "tiers", what + ": |slab slots - room|", double(std::llabs(r.plan.gpu_slots - room)), 0.0);
             add(rows, "tiers", what + ": |table in slab - room|", double(std::llabs(r.on_gpu - room)), 0.0);
             add(rows, "tiers", what + ": |pool slots - the rest|", double(std::llabs(r.plan.host_slots - (experts - room))), 0.0);
-            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms, r.summary().c_str());
+            std::printf("tiers: %s: %.3f ms a decode step; %s\n", what.c_str(), got.step_ms(), r.summary().c_str());
         } catch (const std::exception& e) {
             rows.push_back({"tiers", what + " threw: " + e.what(), INFINITY, 0.0, false});
         }
@@ -298,7 +278,7 @@ void staging_on(const std::string& label, const std::string& path, bool gemm, st
         chunk = random_tokens(kLongChunk, c.vocab_size);
         shorter = random_tokens(kChunk, c.vocab_size);
         want = run_calls(g, true);
-        slot_bytes = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+        slot_bytes = tier_slot_bytes(g);
     }
     struct Case {
         const char* name;
@@ -325,10 +305,8 @@ void staging_on(const std::string& label, const std::string& path, bool gemm, st
                 const auto a = std::chrono::steady_clock::now();
                 const std::vector<std::vector<float>> got = run_calls(g, false);
                 const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
-                long long d = got.size() == want.size() ? 0 : 1;
-                for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) d += differing(got[i], want[i]);
                 const aff::gpu::GpuTierReport r = g.tiers();
-                add(rows, "tiers", what + ": floats differing", double(d), 0.0);
+                add(rows, "tiers", what + ": floats differing", double(differ(got, want)), 0.0);
                 add(rows, "tiers", what + ": tiered", r.tiered ? 0.0 : 1.0, 0.0);
                 const std::uint64_t tiles = r.staged_tiles + r.in_place_tiles;
                 if (!gemm) {
@@ -406,21 +384,15 @@ AFF_DEVICE_TEST("tiers") {
         rows.push_back({"tiers", std::string("wide container threw: ") + e.what(), INFINITY, 0.0, false});
     }
     try {
-        aff::quant::GeometryContainerOptions g;
-        g.out_path = tmp / "v4-2x16.aff";
-        g.layers = 2;
-        g.experts = 16;
-        g.vocab = 4096;
-        g.tool = "aff_gpu_tests";
         const auto t0 = std::chrono::steady_clock::now();
-        aff::quant::write_geometry_container(g, pool, aff::null_progress());
+        const std::string geo = write_v4_geometry(tmp, "v4-2x16.aff", 2, 16, false, pool);
         std::printf("tiers: V4-Flash geometry, 2 layers of 16 experts written in %.1f s\n",
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        tiers_on("V4 geometry 2x16", g.out_path,
+        tiers_on("V4 geometry 2x16", geo,
                  {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
                   {"no slab", 0, "static"}},
                  rows);
-        staging_on("V4 geometry 2x16", g.out_path, true, rows);
+        staging_on("V4 geometry 2x16", geo, true, rows);
     } catch (const std::exception& e) {
         rows.push_back({"tiers", std::string("V4 geometry container threw: ") + e.what(), INFINITY, 0.0, false});
     }

@@ -1,7 +1,8 @@
-// The device tests' codebook-stored model (wide_container.hpp).
+// The device tests' codebook-stored model and V4-geometry containers (wide_container.hpp).
 #include "wide_container.hpp"
 
 #include "libaff/core/progress.hpp"
+#include "libaff/quant/geometry_container.hpp"
 #include "libaff/core/thread_pool.hpp"
 
 #include <unistd.h>
@@ -61,6 +62,19 @@ void for_each_wide_container(const TempDir& tmp, aff::ThreadPool& pool,
         quantize_checkpoint_to(ck, path, rotation, pool);
         f(r ? "wide TQ2875R" : "wide TQ2875", path);
     }
+}
+
+std::string write_v4_geometry(const TempDir& tmp, const std::string& name, int layers, int experts, bool mtp,
+                              aff::ThreadPool& pool) {
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = tmp / name;
+    o.layers = layers;
+    o.experts = experts;
+    o.vocab = 4096;
+    o.mtp = mtp;
+    o.tool = "aff_gpu_tests";
+    aff::quant::write_geometry_container(o, pool, aff::null_progress());
+    return o.out_path;
 }
 
 TempDir::TempDir(const std::string& tag)

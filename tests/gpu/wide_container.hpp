@@ -3,6 +3,8 @@
 // 2, 3 layers: sliding, CSA, HCA) with FP8 dense linears and BF16 experts, written from a fixed
 // seed and quantised by aff-quantize's library call (container_forward_test.cpp compares it
 // with the CPU, expert_table_test.cpp moves its experts). A temporary folder holds the files.
+// Also the small containers of V4-Flash's real geometry that the tier and MTP tests write
+// (write_v4_geometry: make_geometry_container's library call, one place for its options).
 #pragma once
 
 #include "libaff/quant/quantize_model.hpp"
@@ -32,6 +34,11 @@ struct TempDir;
 // f("wide TQ2875" or "wide TQ2875R", the container's path) on each.
 void for_each_wide_container(const TempDir& tmp, aff::ThreadPool& pool,
                              const std::function<void(const std::string&, const std::string&)>& f);
+
+// Writes tmp/name: a container of V4-Flash's geometry with `layers` layers of `experts` experts,
+// a 4096-token vocabulary and, with mtp, an MTP layer; returns its path.
+std::string write_v4_geometry(const TempDir& tmp, const std::string& name, int layers, int experts, bool mtp,
+                              aff::ThreadPool& pool);
 
 // A folder under the system's temporary directory, removed with everything in it.
 struct TempDir {
