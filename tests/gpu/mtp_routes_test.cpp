@@ -22,6 +22,8 @@
 //     mover counted the trunk's tokens only (the MTP layer's routing is not the tier engine's).
 #include "device_test.hpp"
 #include "forward_compare.hpp"
+#include "mtp_run.hpp"
+#include "tier_run.hpp"
 #include "wide_container.hpp"
 
 #include "libaff/checkpoint/checkpoint.hpp"
@@ -31,10 +33,8 @@
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
-#include "libaff/quant/geometry_container.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/generate.hpp"
-#include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
@@ -126,20 +126,10 @@ void run_reference(const aff::Model& cpu, int n, Reference& r) {
         r.clean += std::size_t(p) >= r.margins.by_position.size() || r.margins.by_position[std::size_t(p)] >= kNearTie;
 }
 
-// The same calls on the GPU, observed by `log` when given; the MTP calls' logits, concatenated.
+// The same calls on the GPU (mtp_run), observed by `log` when given; the MTP calls' logits, concatenated.
 std::vector<float> run_gpu(aff::gpu::GpuModel& g, const std::vector<std::int32_t>& toks, int n, EventLog* log) {
     g.set_route_observer(log);
-    aff::gpu::GpuDecodeState st = g.new_state();
-    g.forward(st, std::span<const std::int32_t>(toks.data(), std::size_t(n)), true);
-    aff::gpu::GpuDecodeState m = g.new_mtp_state();
-    g.keep_streams(m, 0, 0, n);
-    std::vector<float> all = g.mtp_forward(m, std::span<const std::int32_t>(toks.data() + 1, std::size_t(n)),
-                                           aff::gpu::MtpInput::trunk, true);
-    for (int j = 0; j < 2; ++j) {
-        const std::vector<float> more =
-            g.mtp_forward(m, std::span<const std::int32_t>(toks.data() + n + 1 + j, 1), aff::gpu::MtpInput::own);
-        all.insert(all.end(), more.begin(), more.end());
-    }
+    std::vector<float> all = mtp_run(g, toks, n);
     g.set_route_observer(nullptr);
     return all;
 }
@@ -250,11 +240,8 @@ void compare_drafts(const aff::Model& cpu, const aff::Checkpoint& ck, std::vecto
         aff::gpu::GpuOptions o;
         o.exact = true;  // GEMVs and fp32 scores: the trunk and MTP logits within rounding of the CPU's
         auto seq = aff::make_gpu_sequence(cpu, &ck, o);
-        std::string why;
-        std::unique_ptr<aff::MtpRunner> runner = aff::make_gpu_mtp_runner(*seq, why);
-        if (!runner) throw aff::Error(aff::ErrorKind::unsupported, "no GPU MTP runner: " + why);
-        aff::MtpDrafter drafter(std::move(runner), k);
-        generate_drafted(*seq, drafter, prompt, on_gpu);
+        auto drafter = gpu_drafter(*seq, k);
+        generate_drafted(*seq, *drafter, prompt, on_gpu);
     }
     const aff::GenerateStats &a = on_gpu.stats, &b = on_cpu.stats;
     char what[160];
@@ -284,16 +271,9 @@ void compare_drafts(const aff::Model& cpu, const aff::Checkpoint& ck, std::vecto
 void tiered_calls(std::vector<Row>& rows) {
     aff::ThreadPool pool(0);
     TempDir tmp("mtp_routes");
-    aff::quant::GeometryContainerOptions o;
-    o.out_path = tmp / "v4-1x8-mtp.aff";
-    o.layers = 1;
-    o.experts = 8;
-    o.vocab = 4096;
-    o.mtp = true;
-    o.tool = "aff_gpu_tests";
-    aff::quant::write_geometry_container(o, pool, aff::null_progress());
-    auto cpu = aff::Model::load(o.out_path, pool);
-    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(o.out_path)));
+    const std::string path = write_v4_mtp(tmp, pool);
+    auto cpu = aff::Model::load(path, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
     const int n = 9, L = cpu->config().num_layers;
     const std::vector<std::int32_t> toks = random_tokens(n + 3, cpu->config().vocab_size);
     aff::gpu::GpuOptions base;
@@ -305,7 +285,7 @@ void tiered_calls(std::vector<Row>& rows) {
         EventLog log;
         run_gpu(g, toks, n, &log);
         want = log.of_layer(L);
-        slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+        slot = tier_slot_bytes(g);
     }
     add(rows, "mtp_routes", "V4 geometry + MTP, all resident: 3 MTP calls reported", want.size() == 3 ? 0.0 : 1.0, 0.0);
     for (const aff::gpu::DraftPlacement placed : {aff::gpu::DraftPlacement::vram, aff::gpu::DraftPlacement::ram}) {

@@ -23,18 +23,18 @@
 //   - refusals: a model without MTP tensors has no MTP layer on the GPU and mtp_forward
 //     throws unsupported; more tokens than the stored window is a usage error.
 #include "device_test.hpp"
+#include "mtp_run.hpp"
+#include "tier_run.hpp"
 #include "wide_container.hpp"
 
 #include "libaff/checkpoint/checkpoint.hpp"
 #include "libaff/container/container.hpp"
 #include "libaff/model/container_tensors.hpp"
-#include "libaff/quant/geometry_container.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/generate.hpp"
-#include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
@@ -132,13 +132,6 @@ Outcome generate_on(aff::Sequence& seq, const aff::GenerateOptions& opt, aff::Dr
     return out;
 }
 
-std::unique_ptr<aff::MtpDrafter> gpu_drafter(aff::Sequence& seq, std::size_t k) {
-    std::string why;
-    std::unique_ptr<aff::MtpRunner> runner = aff::make_gpu_mtp_runner(seq, why);
-    if (!runner) throw aff::Error(aff::ErrorKind::unsupported, "no GPU MTP runner: " + why);
-    return std::make_unique<aff::MtpDrafter>(std::move(runner), k);
-}
-
 void greedy_identity(const std::string& name, const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
     const int V = cpu.config().vocab_size;
     for (int p = 0; p < 3; ++p) {
@@ -209,22 +202,6 @@ void ring_after_rejections(const aff::Model& cpu, const aff::Checkpoint& ck, std
     }
 }
 
-// The MTP logits of a prompt and two chained steps on `g` (GEMV path: the same calls on
-// every model, so two models holding the same bytes give the same floats).
-std::vector<float> mtp_run(aff::gpu::GpuModel& g, const std::vector<std::int32_t>& toks, int n) {
-    aff::gpu::GpuDecodeState st = g.new_state();
-    g.forward(st, std::span(toks).first(std::size_t(n)), true);
-    aff::gpu::GpuDecodeState m = g.new_mtp_state();
-    g.keep_streams(m, 0, 0, n);
-    std::vector<float> out = g.mtp_forward(m, std::span(toks).subspan(1, std::size_t(n)), aff::gpu::MtpInput::trunk, true);
-    for (int j = 0; j < 2; ++j) {
-        const std::vector<float> more = g.mtp_forward(m, std::span(toks).subspan(std::size_t(n + 1 + j), 1),
-                                                      aff::gpu::MtpInput::own);
-        out.insert(out.end(), more.begin(), more.end());
-    }
-    return out;
-}
-
 bool says(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 void placed_mtp(const aff::Model& cpu, const aff::ContainerTensorReader& reader, const aff::gpu::GpuOptions& base,
                 const std::vector<std::int32_t>& toks, const std::vector<float>& want, std::size_t slot,
@@ -233,16 +210,9 @@ void placed_mtp(const aff::Model& cpu, const aff::ContainerTensorReader& reader,
 void tiered_mtp(std::vector<Row>& rows) {
     aff::ThreadPool pool(0);
     TempDir tmp("mtp");
-    aff::quant::GeometryContainerOptions o;
-    o.out_path = tmp / "v4-1x8-mtp.aff";
-    o.layers = 1;
-    o.experts = 8;
-    o.vocab = 4096;
-    o.mtp = true;
-    o.tool = "aff_gpu_tests";
-    aff::quant::write_geometry_container(o, pool, aff::null_progress());
-    auto cpu = aff::Model::load(o.out_path, pool);
-    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(o.out_path)));
+    const std::string path = write_v4_mtp(tmp, pool);
+    auto cpu = aff::Model::load(path, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(path)));
     const std::vector<std::int32_t> toks = random_tokens(12, cpu->config().vocab_size);
     aff::gpu::GpuOptions base;
     base.gemm_min_tokens = 0;
@@ -252,7 +222,7 @@ void tiered_mtp(std::vector<Row>& rows) {
         aff::gpu::GpuModel g(*cpu, &reader, base);
         add(rows, "mtp", "V4 geometry + MTP: the MTP layer is on the GPU (" + g.mtp_why_not() + ")", g.has_mtp() ? 0.0 : 1.0, 0.0);
         want = mtp_run(g, toks, 9);
-        slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+        slot = tier_slot_bytes(g);
     }
     aff::gpu::GpuOptions tiered = base;
     tiered.tiers.slab_cap = 2 * slot;
