@@ -2,16 +2,21 @@
 // device chosen and named, a container loaded the way aff-run's GPU path loads it (the CPU
 // model for the weights, the container again for the bytes the GPU keeps as stored: dense
 // FP8), with the load time and the GPU model's description printed, and the extrapolation of
-// a few measured layers to V4-Flash's 43 by attention kind. Needs a GPU build.
+// a few measured layers to V4-Flash's 43 by attention kind. And what the two tier benchmarks
+// (tiers_bench, prefill_tiers_bench) both began with: the mapped-read ceiling printed, the CPU
+// model and the reader loaded once for the many GPU models built over them (each timed and its
+// tiers described), a tier slot's size, the median. Needs a GPU build.
 #pragma once
 
 #include "libaff/container/container.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/forward.hpp"
+#include "libaff/gpu/read_ceiling.hpp"
 #include "libaff/model/container_tensors.hpp"
 #include "libaff/model/forward.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -57,6 +62,45 @@ inline BenchModel load_bench_model(const std::string& path, aff::ThreadPool& poo
     opt.max_context = max_context;
     if (gpus > 1) opt.devices = select_devices(gpus);
     return load_bench_model(path, pool, opt);
+}
+
+// The tier benchmarks' start: the container's CPU model and stored-bytes reader, no GPU model
+// yet (each scenario builds its own over them: build_tier_model); the load time printed.
+inline BenchModel load_bench_cpu(const std::string& path, aff::ThreadPool& pool) {
+    const auto t0 = std::chrono::steady_clock::now();
+    BenchModel m;
+    m.cpu = aff::Model::load(path, pool);
+    m.stored = std::make_unique<aff::ContainerTensorReader>(
+        std::make_shared<const aff::Container>(aff::Container::open(path)));
+    std::printf("%s: CPU model loaded in %.1f s\n", path.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return m;
+}
+
+// A GPU model over m's CPU model and reader with options o; prints "[label] built in S s: " and
+// its tiers' description.
+inline std::unique_ptr<GpuModel> build_tier_model(const BenchModel& m, const GpuOptions& o, const std::string& label) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto g = std::make_unique<GpuModel>(*m.cpu, m.stored.get(), o);
+    std::printf("[%s] built in %.1f s: %s\n", label.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), g->tiers().describe().c_str());
+    return g;
+}
+
+// The mapped-read ceiling (libaff/gpu/read_ceiling.hpp: the bus figures' bound), measured and printed.
+inline double print_mapped_read_ceiling(int multiprocessors) {
+    const double pcie = measure_mapped_read_ceiling(multiprocessors);
+    std::printf("mapped-read ceiling (streaming read of 1 GiB of pinned host memory over the bus): %.2f GB/s\n", pcie / 1e9);
+    return pcie;
+}
+
+// The bytes of one slab or pool slot: an expert's extent rounded up to 256 (what the slab and
+// pool caps are counted in).
+inline std::size_t tier_slot_bytes(const GpuModel& g) { return (g.expert_extent(0, 0).bytes + 255) / 256 * 256; }
+
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
 }
 
 // V4-Flash's 43 layers by attention kind (model doc §1.2), indexed by aff::AttentionKind.

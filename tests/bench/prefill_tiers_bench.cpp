@@ -21,7 +21,6 @@
 //     prefill_tiers_bench CONTAINER.aff [SLAB_PERCENT [REPS [CHUNK ...]]]
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
-#include "libaff/gpu/read_ceiling.hpp"
 #endif
 
 #include <algorithm>
@@ -47,11 +46,7 @@ int main() {
 namespace {
 
 using namespace aff::gpu;
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
 
 // TQ2875: 92 bytes a block of 256 weights (formats/quant-codebook.md).
 double matrix_bytes(int rows, int cols) { return double(rows) * double(cols / 256) * 92.0; }
@@ -78,16 +73,11 @@ int main(int argc, char** argv) {
         for (int i = 4; i < argc; ++i) chunks.push_back(std::max(1, std::atoi(argv[i])));
         if (chunks.empty()) chunks = {64, 512, 2048};
         const DeviceInfo info = bench::open_bench_device();
-        const double pcie = measure_mapped_read_ceiling(info.multiprocessors);
-        std::printf("mapped-read ceiling (streaming read of 1 GiB of pinned host memory over the bus): %.2f GB/s\n", pcie / 1e9);
+        const double pcie = bench::print_mapped_read_ceiling(info.multiprocessors);
 
         aff::ThreadPool pool(0);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto cpu = aff::Model::load(path, pool);
-        const aff::ContainerTensorReader stored(std::make_shared<const aff::Container>(aff::Container::open(path)));
-        std::printf("%s: CPU model loaded in %.1f s\n", path.c_str(),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        const aff::ModelConfig& c = cpu->config();
+        const bench::BenchModel m = bench::load_bench_cpu(path, pool);
+        const aff::ModelConfig& c = m.cpu->config();
         const int longest = *std::max_element(chunks.begin(), chunks.end());
         // Zipf(1.05) token ids over a random ranking of the vocabulary (text's skew, which the
         // hash-routed layers' tid2eid passes on to their experts).
@@ -148,13 +138,10 @@ int main(int argc, char** argv) {
         std::size_t slot = 0;
         std::int64_t experts = 0;
         {
-            const auto tl = std::chrono::steady_clock::now();
-            GpuModel g(*cpu, &stored, o);
-            std::printf("[resident] built in %.1f s: %s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count(),
-                        g.tiers().describe().c_str());
-            slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+            const std::unique_ptr<GpuModel> g = bench::build_tier_model(m, o, "resident");
+            slot = bench::tier_slot_bytes(*g);
             experts = std::int64_t(c.num_layers) * c.n_routed_experts;
-            measure(g, "resident");
+            measure(*g, "resident");
         }
         const std::int64_t slab_slots = std::int64_t(double(experts) * std::clamp(slab_percent, 0.0, 100.0) / 100.0);
         for (const auto& [mode, name] : {std::pair{PrefillStaging::off, "off"}, std::pair{PrefillStaging::on, "on"},
@@ -163,11 +150,8 @@ int main(int argc, char** argv) {
             t.tiers.slab_cap = std::size_t(slab_slots) * slot;
             t.tiers.strategy = "static";
             t.prefill_staging = mode;
-            const auto tl = std::chrono::steady_clock::now();
-            GpuModel g(*cpu, &stored, t);
-            std::printf("[staging %s] built in %.1f s: %s\n", name,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count(), g.tiers().describe().c_str());
-            measure(g, std::string("staging ") + name);
+            const std::unique_ptr<GpuModel> g = bench::build_tier_model(m, t, std::string("staging ") + name);
+            measure(*g, std::string("staging ") + name);
         }
         std::printf("\n%lld of %lld experts in the slab, the rest in the host pool; %d staging slots at most; bus ceiling %.2f GB/s\n",
                     (long long)slab_slots, (long long)experts, o.prefill_stage_slots, pcie / 1e9);

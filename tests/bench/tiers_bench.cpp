@@ -45,7 +45,6 @@
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "libaff/container/extent_reader.hpp"
-#include "libaff/gpu/read_ceiling.hpp"
 #include "libaff/model/route_observer.hpp"
 #include "libaff/placement/tier_plan.hpp"
 #endif
@@ -74,6 +73,7 @@ int main() {
 namespace {
 
 using namespace aff::gpu;
+using bench::median;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kDenseFlash = 8.24 * kGiB;          // V4-Flash's dense weights on one card (tensor_split)
@@ -101,11 +101,6 @@ private:
     std::vector<double> cdf_;
     std::vector<std::int32_t> ids_;
 };
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 struct Figures {
     double ms_token = 0, floor_ms_token = 0, gpu_hit = 0, pool_hit = 0, ssd_hit = 0, moves_token = 0, stall_ms_token = 0;
@@ -177,16 +172,11 @@ int main(int argc, char** argv) {
         const int steps = std::max(3, std::atoi(argv[2])), warm = std::max(0, std::atoi(argv[3]));
         const DeviceInfo info = bench::open_bench_device();
         const double hbm = measure_read_ceiling(info.multiprocessors);
-        const double pcie = measure_mapped_read_ceiling(info.multiprocessors);
         std::printf("HBM read ceiling (streaming read, 4 GiB): %.3f TB/s\n", hbm / 1e12);
-        std::printf("mapped-read ceiling (streaming read of 1 GiB of pinned host memory over the bus): %.2f GB/s\n", pcie / 1e9);
+        const double pcie = bench::print_mapped_read_ceiling(info.multiprocessors);
 
         aff::ThreadPool pool(0);
-        const auto t0 = std::chrono::steady_clock::now();
-        auto cpu = aff::Model::load(path, pool);
-        const aff::ContainerTensorReader stored(std::make_shared<const aff::Container>(aff::Container::open(path)));
-        std::printf("%s: CPU model loaded in %.1f s\n", path.c_str(),
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        const bench::BenchModel m = bench::load_bench_cpu(path, pool);
 
         std::vector<Figures> all;
         std::vector<std::string> names;
@@ -273,11 +263,9 @@ int main(int argc, char** argv) {
         GpuMemoryPlan plan;
         std::vector<std::uint64_t> profile;
         {
-            const auto tl = std::chrono::steady_clock::now();
-            GpuModel g(*cpu, &stored, o);
-            std::printf("[resident] built in %.1f s: %s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count(),
-                        g.tiers().describe().c_str());
-            slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+            const std::unique_ptr<GpuModel> built = bench::build_tier_model(m, o, "resident");
+            GpuModel& g = *built;
+            slot = bench::tier_slot_bytes(g);
             experts = std::int64_t(g.config().num_layers) * g.config().n_routed_experts;
             plan = g.memory_plan();
             {
@@ -323,7 +311,7 @@ int main(int argc, char** argv) {
             const double card_bytes = std::atof(card.c_str()) * kGiB;
             if (!(card_bytes > 0)) throw std::runtime_error("CARD " + card + " is not a size in GiB");
             const double routed = double(kFlashExperts) * double(slot);
-            const double state43 = double(plan.state_bytes) * 43.0 / double(cpu->config().num_layers);
+            const double state43 = double(plan.state_bytes) * 43.0 / double(m.cpu->config().num_layers);
             const double rest = double(256u << 20) + double(plan.scratch_bytes) + state43;
             const double headroom = double(aff::placement::derived_headroom(std::uint64_t(card_bytes)));
             const double slab = std::max(0.0, card_bytes - kDenseFlash - headroom - rest);
@@ -354,11 +342,7 @@ int main(int argc, char** argv) {
                                     ssd_rate / 1e9);
                     }
                 }
-                const auto tl = std::chrono::steady_clock::now();
-                GpuModel g(*cpu, &stored, t);
-                std::printf("[%s] built in %.1f s: %s\n", label.c_str(),
-                            std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count(), g.tiers().describe().c_str());
-                measure(g, label);
+                measure(*bench::build_tier_model(m, t, label), label);
             }
         }
         std::printf("\n%-34s %9s %9s %7s %8s %8s %8s %8s %9s\n", "scenario", "ms/token", "floor ms", "ratio", "GPU hit",
