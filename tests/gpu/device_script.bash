@@ -46,6 +46,24 @@ aff_run() {
   timeout "$seconds" "$bin/tools/aff-run" "$@" >"$out/$log.out" 2>"$out/$log.err"
 }
 
+# The tier scripts' (tiers_device.sh, ssd_tier_device.sh) container and runs:
+# geometry_container PATH FLAGS...: sets geo=PATH and writes there a container of V4-Flash's
+# geometry (BIN's make_geometry_container PATH FLAGS -q, at most 120 s), or says
+# "FAIL make_geometry_container" and exits 1.
+geometry_container() {
+  geo=$1
+  if ! timeout 120 "$bin/tests/make_geometry_container" "$@" -q; then
+    note "FAIL make_geometry_container"
+    exit 1
+  fi
+}
+# logits_run LOG FLAGS...: aff_run (120 s) on $geo with a 40-token prompt and 8 forced steps,
+# every position's and step's logits into OUT/LOG.logits (what the scripts compare with cmp).
+logits_run() {
+  aff_run 120 "$1" -m "$geo" --tokens "$(seq -s, 1 40)" --force-tokens "$(seq -s, 100 107)" --no-echo --ui plain \
+    --logits-out "$out/$1.logits" "${@:2}"
+}
+
 # eager_flags STRATEGY: sets the array eager to aff-run's mover flags for STRATEGY: for heat,
 # replay's eager knobs (placement::HeatOptions{}: 4 moves a dispatch, min gain 0.5, hysteresis
 # 0.25), not the GPU mover's reluctant defaults, which rightly move nothing on the random

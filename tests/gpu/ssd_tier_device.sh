@@ -28,20 +28,10 @@ grep 'FAIL$' "$out/ssd_tier.txt" | head -30 >>"$summary"
 grep '^ssd_tier: ' "$out/ssd_tier.txt" >>"$summary"
 rm -rf "$out/tmp"
 
-geo=$out/v4-4x16.aff
-if ! timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 4 --experts 16 --vocab 4096 -q; then
-  note "FAIL make_geometry_container"
-  exit 1
-fi
+geometry_container "$out/v4-4x16.aff" --layers 4 --experts 16 --vocab 4096
 # The disk's own O_DIRECT rate on that file, for comparison (one stream of 2 MiB reads).
 note "O_DIRECT read rate (dd, 2 MiB blocks, one stream): $(dd if="$geo" of=/dev/null bs=2M iflag=direct 2>&1 | tail -1)"
-prompt=$(seq -s, 1 40)
-forced=$(seq -s, 100 107)
-run() {  # name, extra flags...
-  aff_run 120 "$1" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
-    --logits-out "$out/$1.logits" "${@:2}"
-}
-if ! run resident; then
+if ! logits_run resident; then
   note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
   exit 1
 fi
@@ -50,7 +40,7 @@ for case in "small-static 36 36 static 56" "small-demand 36 36 demand 56" "small
   read -r name slab pool strategy ssd <<<"$case"
   t0=$SECONDS
   eager_flags "$strategy"  # heat: replay's eager knobs (device_script.bash says why)
-  if ! run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy" "${eager[@]}"; then
+  if ! logits_run "$name" --gpu-expert-mib "$slab" --host-pool-mib "$pool" --placement-strategy "$strategy" "${eager[@]}"; then
     note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
     rc=1
     continue

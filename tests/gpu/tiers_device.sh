@@ -18,18 +18,8 @@ source "$(dirname "$0")/device_script.bash" "$@"
 gpu_family 480 tiers
 grep '^tiers: ' "$out/tiers.txt" >>"$summary"
 
-geo=$out/v4-2x16.aff
-if ! timeout 120 "$bin/tests/make_geometry_container" "$geo" --layers 2 --experts 16 --vocab 4096 -q; then
-  note "FAIL make_geometry_container"
-  exit 1
-fi
-prompt=$(seq -s, 1 40)
-forced=$(seq -s, 100 107)
-run() {  # name, extra flags...
-  aff_run 120 "$1" -m "$geo" --tokens "$prompt" --force-tokens "$forced" --no-echo --ui plain \
-    --logits-out "$out/$1.logits" "${@:2}"
-}
-if ! run resident; then
+geometry_container "$out/v4-2x16.aff" --layers 2 --experts 16 --vocab 4096
+if ! logits_run resident; then
   note "FAIL aff-run all resident: $(tail -1 "$out/resident.err")"
   exit 1
 fi
@@ -38,7 +28,7 @@ for case in "half-static 138 static" "half-heat 138 heat" "half-demand 138 deman
             "one-heat 9 heat" "none-static 0 static"; do
   read -r name mib strategy <<<"$case"
   eager_flags "$strategy"  # heat: replay's eager knobs (device_script.bash says why)
-  if ! run "$name" --gpu-expert-mib "$mib" --placement-strategy "$strategy" "${eager[@]}"; then
+  if ! logits_run "$name" --gpu-expert-mib "$mib" --placement-strategy "$strategy" "${eager[@]}"; then
     note "FAIL aff-run $name: $(tail -1 "$out/$name.err")"
     rc=1
     continue
@@ -62,7 +52,7 @@ else
   cap=$((res + 140 + 256))
   pct=$(((res + 140) * 100 / 97 + 1))
   [ "$pct" -gt "$cap" ] && cap=$pct
-  if run noflag --gpu-mib "$cap"; then
+  if logits_run noflag --gpu-mib "$cap"; then
     verdict=ok
     cmp -s "$out/resident.logits" "$out/noflag.logits" || verdict="FAIL logits differ"
     grep -q 'experts tiered (the model needs' "$out/noflag.err" || verdict="FAIL not tiered by itself"
