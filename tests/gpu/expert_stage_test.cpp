@@ -105,9 +105,11 @@ Expected twin(const std::vector<std::uintptr_t>& table, const std::vector<std::i
     return x;
 }
 
+// A list of expert ids for a row's name: the first 12, then how many more.
 std::string show(const std::vector<int>& v) {
     std::string s = "{";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    for (std::size_t i = 0; i < std::min<std::size_t>(v.size(), 12); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    if (v.size() > 12) s += ",... " + std::to_string(v.size()) + " in all";
     return s + "}";
 }
 
