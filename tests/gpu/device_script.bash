@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034  # rc, eager and family_s are read by the sourcing script
+# shellcheck shell=bash disable=SC2034  # rc, geo, eager and family_s are read by the sourcing script
 # What the device scripts (tests/gpu/*_device.sh, run by the lead on a machine with a GPU)
 # share, so that each says only what it checks: the BIN OUT arguments, the summary file and
 # note/fail, the run of a device family of aff_gpu_tests, aff-run with its logs in OUT, and the
