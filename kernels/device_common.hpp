@@ -32,6 +32,9 @@ __device__ inline int shfl_xor(int v, int mask) {
     const int src = static_cast<int>(lane_id() ^ static_cast<unsigned>(mask));
     return __builtin_amdgcn_ds_bpermute(src << 2, v);
 }
+__device__ inline float shfl(float v, int src) {
+    return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute(src << 2, __builtin_bit_cast(int, v)));
+}
 __device__ inline float bits_to_float(uint32_t u) { return __builtin_bit_cast(float, u); }
 __device__ inline uint32_t float_to_bits(float f) { return __builtin_bit_cast(uint32_t, f); }
 #else
@@ -44,12 +47,14 @@ __device__ inline unsigned lane_id() { return threadIdx.x % kWarp; }
 __device__ inline void sync_warp() { __syncwarp(); }
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+__device__ inline float shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
 __device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 #else
 __device__ inline void sync_warp() { __builtin_amdgcn_wave_barrier(); }
 __device__ inline float shfl_xor(float v, int mask) { return __shfl_xor(v, mask, kWarp); }
 __device__ inline int shfl_xor(int v, int mask) { return __shfl_xor(v, mask, kWarp); }
+__device__ inline float shfl(float v, int src) { return __shfl(v, src, kWarp); }
 __device__ inline float bits_to_float(uint32_t u) { return __uint_as_float(u); }
 __device__ inline uint32_t float_to_bits(float f) { return __float_as_uint(f); }
 #endif

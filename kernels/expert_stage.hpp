@@ -7,8 +7,9 @@
 // the table points into one of the `far` address ranges with at least min_jobs jobs, busiest
 // first while slots last (the rest keep their entries and are read in place, as without this
 // step). Everything is decided on the device from moe_group's counts: no host round trip. A
-// copy with counts; its test is the tiered model's logits (tests/gpu/tiers_test.cpp, family
-// `tiers`), its speed tests/bench/prefill_tiers_bench.cpp. Host-callable declarations only;
+// copy with counts; its tests are tests/gpu/expert_stage_test.cpp (family `expert_stage`: the
+// picks, table, slots and counters on synthetic tables) and the tiered model's logits
+// (tests/gpu/tiers_test.cpp, family `tiers`), its speed tests/bench/prefill_tiers_bench.cpp. Host-callable declarations only;
 // device code in expert_stage.hip.
 #pragma once
 

@@ -3,8 +3,9 @@
 // token, so the 24 × 16384 projection spreads over the chip), then a mix kernel turns them
 // into pre/post/comb (Sinkhorn with a thread per element of the n×n matrix: 39
 // normalisations) and collapses the streams. hc_post_kernel is one thread per (token,
-// channel). The mix and expand kernels are templates on the stream count n (hc_mult), so
-// their small arrays stay in registers.
+// channel). The fused decode site (hc_site, hc_head_site) is two launches of its own, below.
+// The mix and expand kernels are templates on the stream count n (hc_mult), so their small
+// arrays stay in registers.
 #include "kernels/hc.hpp"
 
 #include "kernels/check.hpp"
@@ -258,12 +259,23 @@ __global__ void __launch_bounds__(kWarp) hc_site_project_kernel(float* x, const 
     }
 }
 
+// The fused site's second launch runs a block of kMixThreads per token: its first warp does
+// Sinkhorn in registers while the others collapse and normalise the row, each keeping up to
+// kMixKeep float4 groups of it in registers (dim <= 4 · kMixKeep · (kMixThreads − kWarp): one
+// read of x, one write of the output; wider rows re-read their output). At 256 threads with
+// Sinkhorn, the collapse and the norm's second pass one after another it took ~15 us a site
+// on the H200 (ncu, 2026-12-02: 11 % of a decode step's kernel time), latency of one block's
+// serial steps rather than bytes.
+constexpr int kMixThreads = 1024;
+constexpr int kMixKeep = 4;
+
 // z[v] = Σ over the `parts` blocks of partial[block][t][v], v < values, blocks in order
 // (one warp a value, lanes striding the blocks, then a fixed shuffle tree); ends with a barrier.
+template <int kBlock>
 __device__ inline void site_sums(const float* __restrict__ partial, int parts, int t, int tokens, int values,
                                  float* z) {
     const int warp = static_cast<int>(dev::thread_x()) / kWarp, lane = static_cast<int>(dev::lane_id());
-    for (int v = warp; v < values; v += kThreads / kWarp) {
+    for (int v = warp; v < values; v += kBlock / kWarp) {
         float s = 0.0f;
         for (int p = lane; p < parts; p += kWarp) s += partial[(static_cast<size_t>(p) * tokens + t) * values + v];
         s = dev::warp_sum(s);
@@ -272,44 +284,141 @@ __device__ inline void site_sums(const float* __restrict__ partial, int parts, i
     dev::sync_block();
 }
 
+// The site's weights of one token from z, as mix_weights computes them but spread over
+// threads: thread k < kN writes pre[k] and post[k], thread a < kN row a of the softmaxed comb
+// logits into sm (each value with the same operations in the same order as mix_weights, so
+// the bits are its bits). Ends with a barrier.
+template <int kN>
+__device__ inline void site_weights(const float* z, int t, const float* __restrict__ base,
+                                    const float* __restrict__ scale, int dim, float hc_eps, float norm_eps,
+                                    float* post, float (&pre)[kN], float (&sm)[kN][kN]) {
+    const int id = static_cast<int>(dev::thread_x());
+    if (id < kN) {
+        constexpr int kRows = (2 + kN) * kN;  // hc_mix_rows(kN), spelled out: device code
+        const float inv = 1.0f / sqrtf(z[kRows] / static_cast<float>(kN * dim) + norm_eps);
+        const int k = id, a = id;
+        pre[k] = sigmoid(scale[0] * (z[k] * inv) + base[k]) + hc_eps;
+        post[t * kN + k] = 2.0f * sigmoid(scale[1] * (z[kN + k] * inv) + base[kN + k]);
+        float m[kN];
+        float mx = -3.0e38f;
+        for (int b = 0; b < kN; ++b) {
+            m[b] = scale[2] * (z[2 * kN + a * kN + b] * inv) + base[2 * kN + a * kN + b];
+            mx = fmaxf(mx, m[b]);
+        }
+        float sum = 0.0f;
+        for (int b = 0; b < kN; ++b) sum += (m[b] = expf(m[b] - mx));
+        for (int b = 0; b < kN; ++b) sm[a][b] = m[b] / sum + hc_eps;
+    }
+    dev::sync_block();
+}
+
+// Sinkhorn on one warp, lane a·kN + b holding element (a, b) (kN·kN <= kWarp): row and column
+// sums gathered by shuffles and added in the CPU's order, as mix_weights does; comb written.
+template <int kN>
+__device__ inline void sinkhorn_warp(const float (&sm)[kN][kN], int iters, float hc_eps, float* comb) {
+    static_assert(kN * kN <= kWarp, "one warp holds the matrix");
+    const int lane = static_cast<int>(dev::lane_id()), a = (lane / kN) % kN, b = lane % kN;
+    const bool mine = lane < kN * kN;
+    float m = sm[a][b];
+    for (int it = 0; it < iters; ++it) {
+        float sum = 0.0f;
+        if (it > 0) {
+#pragma unroll
+            for (int j = 0; j < kN; ++j) sum += dev::shfl(m, a * kN + j);
+            m /= sum + hc_eps;
+            sum = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kN; ++j) sum += dev::shfl(m, j * kN + b);
+        m /= sum + hc_eps;
+    }
+    if (mine) comb[a * kN + b] = m;
+}
+
 // Second launch, a block per token: the mix (pre/post/comb with Sinkhorn, or the hyper head's
-// weights), the collapse Σ_k w_k x_k, and the RMSNorm of the collapsed row with norm_w (as
-// rms_norm_kernel: the row written first, then scaled by the same thread).
+// weights), the collapse Σ_k w_k x_k, and the RMSNorm of the collapsed row with norm_w. The
+// first warp runs Sinkhorn (comb is for the next expand; the collapse needs only pre) while
+// the other warps collapse, each channel summed over the streams in the order of
+// hc_mix_kernel; the norm's sum of squares goes warp by warp in a fixed order.
 template <int kN, bool kHead>
-__global__ void __launch_bounds__(kThreads) hc_site_mix_kernel(const float* __restrict__ x,
-                                                               const float* __restrict__ partial, int parts, int tokens,
-                                                               const float* __restrict__ base,
-                                                               const float* __restrict__ scale, int dim, int iters,
-                                                               float hc_eps, float norm_eps,
-                                                               const float* __restrict__ norm_w, float* post,
-                                                               float* comb, float* out) {
+__global__ void __launch_bounds__(kMixThreads) hc_site_mix_kernel(const float* __restrict__ x,
+                                                                  const float* __restrict__ partial, int parts,
+                                                                  int tokens, const float* __restrict__ base,
+                                                                  const float* __restrict__ scale, int dim, int iters,
+                                                                  float hc_eps, float norm_eps,
+                                                                  const float* __restrict__ norm_w, float* post,
+                                                                  float* comb, float* out) {
     constexpr int kZ = kHead ? kN : (2 + kN) * kN;
+    constexpr int kWarps = kMixThreads / kWarp;
     __shared__ float z[kZ + 1];
     __shared__ float pre[kN];
     __shared__ float sm[kN][kN];
-    __shared__ float red[kThreads / kWarp];
+    __shared__ float red[kWarps];
     const int t = static_cast<int>(dev::block_x());
-    site_sums(partial, parts, t, tokens, kZ + 1, z);
+    const int warp = static_cast<int>(dev::thread_x()) / kWarp;
+    site_sums<kMixThreads>(partial, parts, t, tokens, kZ + 1, z);
     if constexpr (kHead)
         head_weights<kN>(z, base, scale, dim, hc_eps, norm_eps, pre);
     else
-        mix_weights<kN>(z, t, base, scale, dim, iters, hc_eps, norm_eps, post, comb, pre, sm);
-    const float* xt = x + static_cast<size_t>(t) * kN * dim;
-    float* ot = out + static_cast<size_t>(t) * dim;
-    float ss = 0.0f;
-    for (int d = dev::thread_x(); d < dim; d += kThreads) {
-        float acc = pre[0] * xt[d];
+        site_weights<kN>(z, t, base, scale, dim, hc_eps, norm_eps, post, pre, sm);
+    const int groups = dim / 4, workers = kMixThreads - kWarp;
+    const int worker = static_cast<int>(dev::thread_x()) - kWarp;
+    const float4* x4 = reinterpret_cast<const float4*>(x + static_cast<size_t>(t) * kN * dim);
+    float4* o4 = reinterpret_cast<float4*>(out + static_cast<size_t>(t) * dim);
+    auto collapse = [&](int g) {
+        float4 v = x4[g];
+        float4 acc = make_float4(pre[0] * v.x, pre[0] * v.y, pre[0] * v.z, pre[0] * v.w);
 #pragma unroll
-        for (int k = 1; k < kN; ++k) acc += pre[k] * xt[k * dim + d];
-        ot[d] = acc;
-        ss += acc * acc;
+        for (int k = 1; k < kN; ++k) {
+            v = x4[k * groups + g];
+            acc.x += pre[k] * v.x;
+            acc.y += pre[k] * v.y;
+            acc.z += pre[k] * v.z;
+            acc.w += pre[k] * v.w;
+        }
+        return acc;
+    };
+    float4 keep[kMixKeep];
+    float ss = 0.0f;
+    if (warp == 0) {
+        if constexpr (!kHead) sinkhorn_warp<kN>(sm, iters, hc_eps, comb + t * kN * kN);
+    } else {
+#pragma unroll
+        for (int i = 0; i < kMixKeep; ++i) {
+            const int g = worker + i * workers;
+            if (g < groups) {
+                keep[i] = collapse(g);
+                ss += keep[i].x * keep[i].x + keep[i].y * keep[i].y + keep[i].z * keep[i].z + keep[i].w * keep[i].w;
+            }
+        }
+        for (int g = worker + kMixKeep * workers; g < groups; g += workers) {  // rows wider than the registers
+            const float4 acc = collapse(g);
+            o4[g] = acc;
+            ss += acc.x * acc.x + acc.y * acc.y + acc.z * acc.z + acc.w * acc.w;
+        }
     }
-    const float total = dev::block_sum<kThreads>(ss, red);
+    ss = dev::warp_sum(ss);
+    if (dev::lane_id() == 0) red[warp] = ss;
+    dev::sync_block();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) total += red[w];
+    if (warp == 0) return;
     const float inv = 1.0f / sqrtf(total / static_cast<float>(dim) + norm_eps);
-    for (int d = dev::thread_x(); d < dim; d += kThreads) {
-        const float v = ot[d] * inv;
-        ot[d] = norm_w ? v * norm_w[d] : v;
+    auto scaled = [&](float4 v, int g) {
+        v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+        if (norm_w) {
+            const float* w = norm_w + 4 * g;
+            v = make_float4(v.x * w[0], v.y * w[1], v.z * w[2], v.w * w[3]);
+        }
+        return v;
+    };
+#pragma unroll
+    for (int i = 0; i < kMixKeep; ++i) {
+        const int g = worker + i * workers;
+        if (g < groups) o4[g] = scaled(keep[i], g);
     }
+    for (int g = worker + kMixKeep * workers; g < groups; g += workers) o4[g] = scaled(o4[g], g);
 }
 
 void check_config(const char* kernel, int tokens, const HcConfig& c) {
@@ -412,7 +521,7 @@ void launch_site(float* x, const float* f, const float* post_in, const float* co
                 default: project(std::integral_constant<int, 4>{}); break;
             }
             AFF_GPU_CHECK(hipGetLastError());
-            hc_site_mix_kernel<kN, kHead><<<dim3(tokens), dim3(kThreads), 0, s>>>(
+            hc_site_mix_kernel<kN, kHead><<<dim3(tokens), dim3(kMixThreads), 0, s>>>(
                 x, scratch, parts, tokens, w.base, w.scale, c.dim, c.sinkhorn_iters, c.hc_eps, c.norm_eps, norm_w,
                 post_out, comb_out, out);
             AFF_GPU_CHECK(hipGetLastError());
