@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kMixThreads) hc_site_mix_kernel(const float* _
     float4* o4 = reinterpret_cast<float4*>(out + static_cast<size_t>(t) * dim);
     auto collapse = [&](int g) {
         float4 v = x4[g];
-        float4 acc = make_float4(pre[0] * v.x, pre[0] * v.y, pre[0] * v.z, pre[0] * v.w);
+        float4 acc = float4{pre[0] * v.x, pre[0] * v.y, pre[0] * v.z, pre[0] * v.w};
 #pragma unroll
         for (int k = 1; k < kN; ++k) {
             v = x4[k * groups + g];
@@ -406,10 +406,10 @@ __global__ void __launch_bounds__(kMixThreads) hc_site_mix_kernel(const float* _
     if (warp == 0) return;
     const float inv = 1.0f / sqrtf(total / static_cast<float>(dim) + norm_eps);
     auto scaled = [&](float4 v, int g) {
-        v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+        v = float4{v.x * inv, v.y * inv, v.z * inv, v.w * inv};
         if (norm_w) {
             const float* w = norm_w + 4 * g;
-            v = make_float4(v.x * w[0], v.y * w[1], v.z * w[2], v.w * w[3]);
+            v = float4{v.x * w[0], v.y * w[1], v.z * w[2], v.w * w[3]};
         }
         return v;
     };
