@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     const int warp = static_cast<int>(dev::thread_x()) / kWarp;
     const int lane = static_cast<int>(dev::lane_id());
     const long long start = attn::chunk_start(a);
-    const attn::QueryKeys qk = query_keys(a, start, t);
+    const attn::QueryKeys qk = a.ring_first >= 0 ? attn::block_keys(a, start) : query_keys(a, start, t);
     const long long first = qk.first;
     const int wcount = qk.wcount, keys = qk.keys;
     const int begin = 0, end = keys;
@@ -193,6 +193,8 @@ void check_args(const AttentionArgs& a, const char* who) {
     if (a.n < 0 || a.n > 65535) throw_argument(who, "n must be in 0..65535");
     if (a.heads <= 0 || a.window <= 0 || a.start < 0) throw_argument(who, "heads and window must be > 0, start >= 0");
     if (a.entries && !a.selected && a.ratio <= 0) throw_argument(who, "entries without a selection need ratio > 0");
+    if (a.ring_first >= 0 && (a.entries || a.scratch || a.start_at))
+        throw_argument(who, "block mode (ring_first) takes no entries, scratch or start_at");
     switch (a.head_dim) {
         case 32: case 64: case 128: case 256: case kMaxDim: break;
         default: throw_argument(who, "head_dim must be 32, 64, 128, 256 or 512");

@@ -16,6 +16,10 @@
 //                                  de-rotates with kernels/rope.hpp, inverse = true)
 // Keys of the query at position p: window positions max(0, p−W+1) .. p (from kv for positions
 // ≥ start, from the ring before), then its entries. Causal inside the chunk by construction.
+// Block mode (ring_first ≥ 0; DSpark's draft block, model doc §5.2, CPU twin aff::attend_block):
+// every query of the chunk sees the ring's positions max(0, ring_first, start − W) .. start − 1
+// and all n keys of the chunk, no causal mask inside it; no entries, no scratch (the prefill
+// kernel of attention.hip), and the caller stores nothing in the ring (its keys are guesses).
 #pragma once
 
 #include <cstddef>
@@ -56,9 +60,12 @@ struct AttentionArgs {
     // few tiles, else 32; attention_tile says which); 8 or 32 (NVIDIA) force one, for tests and
     // benchmarks. attention_batch uses the first sequence's.
     int decode_tile = 0;
+    // Block mode (see above): the first ring position the block may see; -1: off.
+    int64_t ring_first = -1;
 };
 
-// Throws unsupported for a head_dim other than 32/64/128/256/512 or n out of range.
+// Throws unsupported for a head_dim other than 32/64/128/256/512 or n out of range, and for
+// block mode with entries, scratch or start_at.
 void attention(const AttentionArgs& a, void* stream);
 
 // Decode of several sequences in one launch (the forward's batch 1-4): seqs[i] as attention()

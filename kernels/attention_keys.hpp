@@ -40,6 +40,20 @@ __device__ inline QueryKeys query_keys(const AttentionArgs& a, long long start, 
     return k;
 }
 
+// Block mode (AttentionArgs::ring_first ≥ 0): every query sees the ring from
+// max(0, ring_first, start − W) and the whole chunk; key_row then serves as it is (the rows at
+// positions ≥ start are the chunk's kv). Only the prefill kernel (attention.hip) takes it.
+__device__ inline QueryKeys block_keys(const AttentionArgs& a, long long start) {
+    long long first = start - a.window;
+    if (first < a.ring_first) first = a.ring_first;
+    if (first < 0) first = 0;
+    QueryKeys k;
+    k.first = first;
+    k.wcount = static_cast<int>(start - first) + a.n;
+    k.keys = k.wcount;
+    return k;
+}
+
 // Key j of query t: window rows first (from kv for positions ≥ start, from the ring before),
 // then its entries. Null past the end.
 __device__ inline const float* key_row(const AttentionArgs& a, long long start, int t, long long first, int wcount,
