@@ -76,7 +76,7 @@ bool ExpertStore::codebook_fits(const ModelConfig& c) {
         for (int e = 0; e < c.n_routed_experts; ++e)
             for (ExpertMatrix which : {ExpertMatrix::w1, ExpertMatrix::w2, ExpertMatrix::w3}) {
                 const CodebookExperts::Stored st = codebook_src->codebook_matrix(l, e, which);
-                if (!st.bytes && l >= c.num_layers) {  // the MTP layer's alone: the trunk goes on without it
+                if (!st.bytes && l >= c.num_layers) {  // a draft layer's: the trunk goes on without the draft
                     mtp_experts_why_not = "its routed experts are not codebook-stored like the trunk's";
                     expert_layers = c.num_layers;
                     expert_rotated.resize(std::size_t(expert_layers) * c.n_routed_experts * 3);
@@ -98,8 +98,8 @@ bool ExpertStore::codebook_fits(const ModelConfig& c) {
 }
 
 void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end,
-                             bool mtp) {
-    expert_layers = c.num_layers + (mtp ? 1 : 0);
+                             int draft_layers) {
+    expert_layers = c.num_layers + draft_layers;
     dense_experts = dynamic_cast<const DenseExpertSource*>(&src);
     codebook_src = dynamic_cast<const CodebookExperts*>(&src);
     experts_codebook = codebook_src && codebook_fits(c);
@@ -131,7 +131,7 @@ void ExpertStore::plan_store(const ModelConfig& c, const ExpertSource& src, Weig
     if (mtp_in_host && expert_layers > c.num_layers && !experts_codebook)
         throw_unsupported("--draft-placement ram: the routed experts are not codebook-stored" +
                           (experts_why_dense.empty() ? std::string() : " (" + experts_why_dense + ")") +
-                          ", so the MTP layer's have no extents to keep in host memory; use --draft-placement vram");
+                          ", so the draft's have no extents to keep in host memory; use --draft-placement vram");
     if (experts_codebook) put_table(c, w, first, end);  // every part holds a whole table
 }
 
@@ -148,11 +148,12 @@ void ExpertStore::put_table(const ModelConfig& c, WeightArena& w, int first, int
                                      table_host[std::size_t(l) * E + e] =
                                          tiers && l < c.num_layers ? tiers->address(l, e)
                                          : l >= c.num_layers && mtp_experts_in_host(c)
-                                             ? static_cast<std::uint8_t*>(mtp_host.device_data()) + std::size_t(e) * extent_stride
+                                             ? static_cast<std::uint8_t*>(mtp_host.device_data()) +
+                                                   (std::size_t(l - c.num_layers) * E + e) * extent_stride
                                              : w.arena.as<std::uint8_t>() + layer_extents[l] + std::size_t(e) * extent_stride;
                              };
                              for (int l = first; l < end; ++l) put(l);
-                             if (expert_layers > c.num_layers) put(c.num_layers);
+                             for (int l = c.num_layers; l < expert_layers; ++l) put(l);  // the draft layers'
                              std::memcpy(dst, table_host.data(), bytes);
                          }});
 }
@@ -165,8 +166,8 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
         return;
     }
     const int E = c.n_routed_experts;
-    // The MTP layer's experts stay in the arena, tiered or not, unless they go to host memory
-    // (place_mtp_in_host): its row is never moved by the mover.
+    // The draft layers' experts stay in the arena, tiered or not, unless they go to host memory
+    // (place_mtp_in_host): their rows are never moved by the mover.
     if ((!tiered && l < c.num_layers) || (l >= c.num_layers && !mtp_experts_in_host(c))) {
         layer_extents[l] = w.reserve(extent_stride * E, w.plan.expert_bytes);
         w.uploads.push_back({layer_extents[l], extent_stride * E, [this, l, E](std::uint8_t* dst) {
@@ -180,11 +181,13 @@ void ExpertStore::plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerR
 
 void ExpertStore::place_mtp_in_host(const ModelConfig& c) {
     if (!mtp_experts_in_host(c)) return;
-    const int E = c.n_routed_experts, l = c.num_layers;
-    mtp_host = PinnedBuffer(extent_stride * E);
+    const int E = c.n_routed_experts, drafts = expert_layers - c.num_layers;
+    mtp_host = PinnedBuffer(extent_stride * E * drafts);
     auto* dst = static_cast<std::uint8_t*>(mtp_host.data());
-    std::memset(dst, 0, extent_stride * E);  // the padding, as in the arena
-    for (int e = 0; e < E; ++e) fill_extent(l, e, dst + std::size_t(e) * extent_stride);
+    std::memset(dst, 0, extent_stride * E * drafts);  // the padding, as in the arena
+    for (int d = 0; d < drafts; ++d)
+        for (int e = 0; e < E; ++e)
+            fill_extent(c.num_layers + d, e, dst + (std::size_t(d) * E + e) * extent_stride);
 }
 
 void ExpertStore::fill_extent(int l, int e, std::uint8_t* dst) const {

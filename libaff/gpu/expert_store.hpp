@@ -58,33 +58,36 @@ struct ExpertStore {
     std::string tier_reason;  // why (the report's `why`)
     std::unique_ptr<ExpertTiers> tiers;
 
-    // Layers of experts the store covers: the main layers, and the MTP layer (ExpertSource
-    // layer num_layers) when plan_store was asked for it and could store it as the others.
+    // Layers of experts the store covers: the main layers, and the draft layers (ExpertSource
+    // layers num_layers ..: the MTP layer, or DSpark's stages) when plan_store was asked for
+    // them and could store them as the others.
     int expert_layers = 0;
-    std::string mtp_experts_why_not;  // asked for the MTP layer and it could not come: why
-    // The MTP layer's codebook-stored experts in pinned, mapped host memory (GpuOptions::
+    std::string mtp_experts_why_not;  // asked for the draft layers and they could not come: why
+    // The draft layers' codebook-stored experts in pinned, mapped host memory (GpuOptions::
     // draft_placement ram) instead of the arena: set before planning; place_mtp_in_host
-    // allocates and fills mtp_host before the table's upload points the layer's row at it.
+    // allocates and fills mtp_host (draft layer by layer, E extents each) before the table's
+    // upload points the layers' rows at it.
     bool mtp_in_host = false;
     PinnedBuffer mtp_host;
 
     // Decides the storage for `src`'s experts and plans what a part holds for all its layers
-    // (the codebook and the expert table: layers first .. end-1, and the MTP layer's row
-    // when `mtp`). The MTP layer's experts are in the arena, tiered or not, unless mtp_in_host.
-    // Throws unsupported for mtp_in_host when the experts are not codebook-stored (dense
-    // stacks have no extents to point the kernels at).
+    // (the codebook and the expert table: layers first .. end-1, and the rows of
+    // `draft_layers` draft layers after the main ones: 1 for MTP, the stages for DSpark). The
+    // draft layers' experts are in the arena, tiered or not, unless mtp_in_host. Throws
+    // unsupported for mtp_in_host when the experts are not codebook-stored (dense stacks have
+    // no extents to point the kernels at).
     void plan_store(const ModelConfig& c, const ExpertSource& src, WeightArena& w, int first, int end,
-                    bool mtp = false);
+                    int draft_layers = 0);
     // Plans layer l's experts into r: extents, table row and rotation flags, or dense stacks.
     void plan_layer(const ModelConfig& c, WeightArena& w, int l, LayerRefs& r);
     // Points expert e of layer l at `address` (table and mirror), queued on `stream` and waited for.
     void set_address(const ModelConfig& c, const WeightArena& w, int l, int e, const void* address,
                      const Stream& stream);
 
-    // With mtp_in_host and the MTP layer's experts in the store: allocates mtp_host (on the
+    // With mtp_in_host and draft layers' experts in the store: allocates mtp_host (on the
     // current device) and writes their extents there. Before the arena's upload.
     void place_mtp_in_host(const ModelConfig& c);
-    // Whether the MTP layer's experts are in mtp_host (false: in the arena, or no MTP layer).
+    // Whether the draft layers' experts are in mtp_host (false: in the arena, or no draft layer).
     bool mtp_experts_in_host(const ModelConfig& c) const {
         return mtp_in_host && experts_codebook && expert_layers > c.num_layers;
     }

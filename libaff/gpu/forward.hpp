@@ -72,11 +72,14 @@
 // when they are tiered: DraftPlacement) and run by mtp_forward on the trunk's final
 // streams, which stay on the device: keep_streams copies rows of the last call's streams into
 // the MTP state's store. One GPU with attention on it only (mtp_why_not says why not).
-// DSpark (model doc §5.2, forward_taps.cpp): set_taps makes the trunk's calls also give the
-// tap features (the mean of the streams after each tap layer) on the host, for the DSpark
-// drafter, whose stages run on the CPU reference beside the GPU trunk so far
-// (libaff/runtime/gpu_dspark_runner.hpp). One GPU only.
-// Not yet: batched prefill of several sequences; the DSpark stages on the device.
+// DSpark (model doc §5.2, forward_taps.cpp, forward_dspark.cpp): set_taps makes the trunk's
+// calls also give the tap features (the mean of the streams after each tap layer) on the
+// host, for the DSpark drafter; its stages, when the model has them, are uploaded beside the
+// trunk as the MTP layer is (layers num_layers + s, their routed experts as those layers of
+// the expert table, placed by DraftPlacement) and run by dspark_extend and dspark_block on
+// a GpuDsparkState (libaff/runtime/gpu_dspark_runner.hpp). One GPU with attention on it
+// only (dspark_why_not says why not; the runner then runs the stages on the CPU).
+// Not yet: batched prefill of several sequences.
 // Plain C++ header; built in GPU builds only (libaff/runtime/open_sequence.hpp is the always-built door).
 #pragma once
 
@@ -124,7 +127,8 @@ struct GpuTierOptions {
     std::vector<std::uint64_t> profile;
 };
 
-// Where the MTP layer's (the draft's) codebook-stored routed experts live (--draft-placement).
+// Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed
+// experts live (--draft-placement).
 // In VRAM they take the arena (V4-Flash: 256 x 8.6 MiB = 2.2 GiB); in RAM they lie in pinned,
 // mapped host memory and the expert table's MTP row points there, so the same moe_gemv
 // kernels read the same bytes over the bus: the logits are those of vram bit for bit, and
@@ -196,6 +200,17 @@ struct GpuDecodeState {
     DecodeState attention;
     Buffer mtp;
     std::int64_t mtp_position = 0;
+};
+
+// DSpark's stages' own state (GpuModel::new_dspark_state), in one device buffer: each stage's
+// ring [W, Dh] (only the trunk's confirmed positions: the block reads it, never writes it),
+// the last draft block's logits [γ, V] and pre-norm outputs y [γ, D], and the scratch of the
+// ring fill and the Markov correction. first and position as DsparkState's: the block sees
+// ring positions from first on, and position is the next one to fill (the block's first).
+struct GpuDsparkState {
+    Buffer device;
+    std::int64_t first = 0, position = 0;
+    bool has_block = false;
 };
 
 // Where the MTP layer's streams come from (GpuModel::mtp_forward).
@@ -424,6 +439,29 @@ public:
     // The MTP ring [W, Dh] in host memory (tests).
     std::vector<float> mtp_ring(const GpuDecodeState& mtp) const;
 
+    // DSpark's stages on the device (model doc §5.2; forward_dspark.cpp: Model::dspark_* step
+    // by step). has_dspark: the model has stages and they are on the device (else
+    // dspark_why_not() says why); the calls below throw unsupported then.
+    bool has_dspark() const;
+    std::string dspark_why_not() const;
+    // Empty rings (zeros, as a fresh CPU state's), first = position = `position`.
+    GpuDsparkState new_dspark_state(std::int64_t position = 0) const;
+    void dspark_restart(GpuDsparkState& st, std::int64_t position) const;
+    // Model::dspark_extend: taps [n, taps, D] (host) of positions st.position .. + n into the
+    // rings, advancing st.position by n.
+    void dspark_extend(GpuDsparkState& st, std::span<const float> taps);
+    // Model::dspark_block for `anchor` at st.position: the block's logits and y stay in st.
+    void dspark_block(GpuDsparkState& st, std::int32_t anchor);
+    // Row i of the last block's logits plus markov_w2 · markov_w1[prev] (Model::dspark_markov),
+    // in host memory; and row i of y (for Model::dspark_confidence).
+    std::vector<float> dspark_guess_logits(GpuDsparkState& st, std::size_t i, std::int32_t prev);
+    std::vector<float> dspark_y(const GpuDsparkState& st, std::size_t i) const;
+    // Stage s's ring [W, Dh] in host memory (tests).
+    std::vector<float> dspark_ring(const GpuDsparkState& st, std::size_t stage) const;
+    // Whether the stages' routed experts are in host memory (DraftPlacement ram, or automatic
+    // on a tiered trunk); false: in VRAM.
+    bool dspark_experts_in_host() const;
+
     // DSpark taps (model doc §5.2; forward_taps.cpp), for the DSpark drafter on a GPU trunk:
     // while on, each forward and decode call also gives last_taps(), [n, taps, D]: the plain
     // mean of the hc streams after each of config.dspark.tap_layers (after the layer's last
@@ -434,7 +472,8 @@ public:
     // only: set_taps(true) throws unsupported for a split model or a model without tap layers.
     void set_taps(bool on);
     bool taps_on() const;
-    // GpuOptions::draft_placement as given (the DSpark runner refuses anything but automatic).
+    // GpuOptions::draft_placement as given (the host-stage DSpark runner refuses anything but
+    // automatic: its stages' experts are the CPU's).
     DraftPlacement draft_placement() const;
     std::span<const float> last_taps() const { return taps_; }
 
@@ -481,6 +520,8 @@ private:
     // The part that runs the MTP layer, after checking it has it and `mtp` (when given) is an
     // MTP state of this model; its device made current (forward_mtp.cpp).
     Impl& mtp_part(const GpuDecodeState* mtp, const char* what) const;
+    // The same for DSpark's stages and a GpuDsparkState (forward_dspark.cpp).
+    Impl& dspark_part(const GpuDsparkState* st, const char* what) const;
 
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed

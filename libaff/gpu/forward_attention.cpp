@@ -1,6 +1,8 @@
 // The attention block on the GPU (model doc §3.4-3.8, Model::attention step by step):
 // projections, norms, RoPE, the compressors and the indexer, the attention kernel over the
-// ring and the compressed entries, the grouped output projection.
+// ring and the compressed entries, the grouped output projection. A DSpark draft block
+// (block_ring_first ≥ 0, forward_dspark.cpp) takes the kernel's block mode and stores nothing
+// in the ring.
 #include "libaff/gpu/forward_impl.hpp"
 #include "libaff/gpu/forward_rope.hpp"
 #include "kernels/attention.hpp"
@@ -124,6 +126,10 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
         aa.start_at = sq.start_at;
         // Sequences of a decode call (rows < kDecodeTokens) each have their own slice.
         if (sq.row + sq.n <= kDecodeTokens) aa.scratch = attention_scratch + std::size_t(sq.row) * scratch_per_token;
+        if (block_ring_first >= 0) {  // a draft block: the prefill kernel's block mode
+            aa.ring_first = block_ring_first;
+            aa.scratch = nullptr;
+        }
         batch = batch && aa.scratch && sq.n == 1;
         list.push_back(aa);
         rings.push_back(reinterpret_cast<float*>(sq.state + sr.ring));
@@ -133,8 +139,9 @@ void GpuModel::Impl::attention_gpu(int l, std::span<const Seq> seqs, int n) {
     } else {
         for (const AttentionArgs& aa : list) attention(aa, s);
         for (const Seq& sq : seqs)
-            ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
-                       c.sliding_window, sq.start, s, sq.start_at);
+            if (block_ring_first < 0)
+                ring_store(reinterpret_cast<float*>(sq.state + sr.ring), kv + std::size_t(sq.row) * Dh, sq.n, Dh,
+                           c.sliding_window, sq.start, s, sq.start_at);
     }
     rope_with_inv_freq(o, positions, n, H, Dh, inv, true, s);  // de-rotate at the query position
     // Grouped low-rank output projection, then wo_b.

@@ -132,6 +132,26 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
         std::size_t ring = 0, saved = 0, store = 0, out = 0, bytes = 0;
         std::size_t identity = 0;  // post = 1, comb = I for kScratchTokens rows: hc_post as "add e to every stream"
     } mtp;
+    // layers[num_layers + s] (and state_refs[num_layers + s], its ring in the DSpark state's
+    // buffer) is DSpark stage s's when has_dspark; its own weights besides the stages are these.
+    bool has_dspark = false;
+    std::string dspark_why_not;
+    struct DsparkRefs {
+        int stages = 0;
+        Linear main_proj;
+        std::size_t main_norm = 0, norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
+        DenseRef markov_w2;  // [V, r]: the r → V projection of markov_w1[prev]
+        std::size_t ones = 0;  // {1, 1}: hc_post's post and comb for one stream, "add f to x"
+        // The DSpark state's buffer: the rings, the ring fill's scratch (kDsparkChunk positions
+        // a pass: taps, ctx, kv), the block's logits [γ, V] and y [γ, D], the Markov row's
+        // input [r], correction [V] and result [V].
+        std::vector<std::size_t> rings;
+        std::size_t taps = 0, ctx = 0, kv = 0, logits = 0, y = 0, w1 = 0, correction = 0, row = 0, bytes = 0;
+    } dspark;
+    static constexpr int kDsparkChunk = 64;  // ring-fill positions a pass (at most kScratchTokens)
+    // While a draft block runs its stages: the first ring position its attention sees
+    // (attention_gpu takes the kernel's block mode and stores nothing in the ring); -1 else.
+    std::int64_t block_ring_first = -1;
     std::vector<std::size_t> layer_dense_bytes;  // every weight of a layer but its routed experts
     // DSpark taps (forward_taps.cpp; GpuModel::set_taps): while taps_on, run() copies the
     // streams after each tap layer, expanded, into taps_dev [tap][taps_rows][hc, D].
@@ -299,6 +319,8 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     LayerRefs put_layer(const LayerWeights& lw, const std::string& prefix, int l, bool hash, const TensorReader* ck);
     // The MTP layer's weights and its state's layout (forward_mtp.cpp), when it can run here.
     void plan_mtp(const TensorReader* ck);
+    // DSpark's stages and heads and its state's layout (forward_dspark.cpp), when they can run here.
+    void plan_dspark(const TensorReader* ck);
 
     // Runs this part's layers (and the embedding, the head where it has them) on rows
     // first.. of n; `pending` says whether the previous part left an expand pending in f,

@@ -30,7 +30,8 @@ void GpuModel::Impl::decide_attention() {
 
 void GpuModel::Impl::plan_state() {
     state_bytes = 0;
-    state_refs.assign(c.num_layers + 1, {});  // the last: the MTP layer's (its ring at 0 of its own buffer)
+    // After the trunk's: the draft layers' (their rings in their own state's buffer).
+    state_refs.assign(layers.size(), {});
     if (!attention_on_gpu) return;
     auto take = [&](std::size_t floats) {
         const std::size_t at = state_bytes;
@@ -60,6 +61,8 @@ void GpuModel::Impl::plan_state() {
     // Set here, not in plan_mtp: that runs with the weights, before this sizes state_refs (the
     // MTP layer's first device run crashed writing into the still-empty vector).
     if (has_mtp) state_refs[c.num_layers].ring = mtp.ring;
+    if (has_dspark)  // DSpark's stages' rings, in the DSpark state's buffer (plan_dspark)
+        for (int s = 0; s < dspark.stages; ++s) state_refs[c.num_layers + s].ring = dspark.rings[std::size_t(s)];
 }
 
 fwd::ActivationShape GpuModel::Impl::activation_shape() const {
@@ -82,7 +85,7 @@ void GpuModel::Impl::prepare(const TensorReader* weights) {
         options.max_context > 0 ? options.max_context : c.max_position_embeddings, 1 << 20));
     if (max_context <= 0) max_context = 4096;
     weights_src = weights;
-    // The draft's experts (GpuOptions::draft_placement): automatic puts them in host memory
+    // The draft layers' experts (GpuOptions::draft_placement): automatic puts them in host memory
     // when the trunk's are tiered (this part is planned again with `tiered` set then).
     mtp_in_host = options.draft_placement == DraftPlacement::ram ||
                   (options.draft_placement == DraftPlacement::automatic && tiered);
@@ -253,11 +256,16 @@ std::string GpuModel::describe() const {
     else
         o << "; attention on the CPU (" << m.attention_why_cpu << ")";
     if (m.tiers) o << "; " << tiers().describe();
-    o << "; MTP layer " << (m.has_mtp ? "on the GPU" : "not on the GPU (" + m.mtp_why_not + ")");
-    if (m.has_mtp && m.experts_codebook)
-        o << (m.mtp_experts_in_host(c) ? ", its routed experts in RAM (" + format_bytes(m.mtp_host.size()) +
-                                             " pinned host memory, read over the bus)"
-                                       : std::string(", its routed experts in VRAM"));
+    const bool dspark = m.cpu.has_dspark();
+    if (dspark)
+        o << "; DSpark stages "
+          << (m.has_dspark ? "on the GPU" : "not on the GPU (" + m.dspark_why_not + ")");
+    else
+        o << "; MTP layer " << (m.has_mtp ? "on the GPU" : "not on the GPU (" + m.mtp_why_not + ")");
+    if ((m.has_mtp || m.has_dspark) && m.experts_codebook)
+        o << (m.mtp_experts_in_host(c) ? std::string(dspark ? ", their" : ", its") + " routed experts in RAM (" +
+                                             format_bytes(m.mtp_host.size()) + " pinned host memory, read over the bus)"
+                                       : std::string(dspark ? ", their" : ", its") + " routed experts in VRAM");
     if (shards_.size() > 1) {
         o << "; layers split across " << shards_.size() << " GPUs:";
         for (std::size_t i = 0; i < shards_.size(); ++i) {

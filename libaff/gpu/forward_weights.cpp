@@ -107,17 +107,24 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
     }
     head_bytes = arena_bytes - embed_bytes;
     if (!w.experts) throw_internal("GPU forward: the model has no routed-expert source");
-    // The MTP layer comes when the whole model is on this one part with attention on the GPU.
-    const bool want_mtp = cpu.has_mtp() && first_layer == 0 && end_layer == c.num_layers && attention_on_gpu;
-    if (!cpu.has_mtp()) mtp_why_not = "the model has none";
-    else if (!attention_on_gpu) mtp_why_not = "attention runs on the CPU";
-    else if (!want_mtp) mtp_why_not = "the layers are split across GPUs";
-    plan_store(c, *w.experts, *this, first_layer, end_layer, want_mtp);
+    // The draft layers (the MTP layer, or DSpark's stages) come when the whole model is on this
+    // one part with attention on the GPU.
+    const bool whole = first_layer == 0 && end_layer == c.num_layers && attention_on_gpu;
+    const bool want_mtp = cpu.has_mtp() && whole, want_dspark = cpu.has_dspark() && whole;
+    const int stages = int(w.dspark.stages.size());
+    auto why = [&](bool has) {
+        return !has ? "the model has none"
+               : !attention_on_gpu ? "attention runs on the CPU"
+                                   : "the layers are split across GPUs";
+    };
+    if (!want_mtp) mtp_why_not = why(cpu.has_mtp());
+    if (!want_dspark) dspark_why_not = why(cpu.has_dspark());
+    plan_store(c, *w.experts, *this, first_layer, end_layer, want_mtp ? 1 : want_dspark ? stages : 0);
     inv_freq_main = rope_inv_freq(c.rope_main, c.rope_dim);
     inv_freq_compress = rope_inv_freq(c.rope_compress, c.rope_dim);
     if (attention_on_gpu) inv_freq_compress_dev = put_vec(inv_freq_compress);
     common_bytes = arena_bytes - embed_bytes - head_bytes;
-    layers.assign(c.num_layers + 1, {});
+    layers.assign(c.num_layers + std::max(1, stages), {});  // the draft layers' after the trunk's
     layer_dense_bytes.assign(c.num_layers, 0);
     layer_bytes.assign(c.num_layers, 0);
     for (int l = first_layer; l < end_layer; ++l) {
@@ -127,6 +134,7 @@ void GpuModel::Impl::plan_weights(const TensorReader* ck) {
         layer_bytes[l] = arena_bytes - arena_before;
     }
     if (want_mtp) plan_mtp(ck);
+    if (want_dspark) plan_dspark(ck);
 }
 
 LayerRefs GpuModel::Impl::put_layer(const LayerWeights& lw, const std::string& prefix, int l, bool hash,
