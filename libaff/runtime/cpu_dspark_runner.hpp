@@ -1,10 +1,10 @@
 // DSpark runners (dspark_runner.hpp) whose stages run on the CPU reference (Model::dspark_*
 // on a DsparkState in host memory): HostDsparkStages is that part, and the CPU trunk's feed
 // (CpuSequence's StreamObserver) completes it here; gpu_dspark_runner.hpp completes it with a
-// GPU trunk's feed (its tap features computed on the device, GpuModel::set_taps). On a GPU
-// trunk the stages stay on the CPU so far: the verified tokens are the GPU trunk's whatever
-// the guesses, so where the stages run changes the drafts' speed, never the output; a device
-// port of the stages would be one more DsparkRunner.
+// GPU trunk's feed (its tap features computed on the device, GpuModel::set_taps) where the
+// stages cannot run on the device (gpu_dspark_runner.hpp says when; its device runner is the
+// other DsparkRunner). The verified tokens are the trunk's whatever the guesses, so where the
+// stages run changes the drafts' speed, never the output.
 #pragma once
 
 #include "libaff/model/forward.hpp"

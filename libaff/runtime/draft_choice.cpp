@@ -47,7 +47,8 @@ OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequen
     }
     const bool insist = choice.mode != DraftMode::automatic;
     // DSpark when asked, or for auto when the model has its stages: on the CPU trunk, or on a
-    // GPU trunk on one GPU (its taps computed there, the stages on the CPU: gpu_dspark_runner.hpp).
+    // GPU trunk on one GPU (its taps computed there, the stages on the device where they fit,
+    // else on the CPU: gpu_dspark_runner.hpp; the line says which).
     auto* cpu = dynamic_cast<CpuSequence*>(&backend);
     if (choice.mode == DraftMode::dspark || (choice.mode == DraftMode::automatic && model.has_dspark())) {
         if (!model.has_dspark())
@@ -61,8 +62,9 @@ OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequen
             runner = make_gpu_dspark_runner(model, backend, why);
         }
         if (runner) {
+            const std::string where = cpu ? "" : ", " + runner->stages();
             auto dspark = std::make_unique<DsparkDrafter>(std::move(runner), choice.max_tokens);
-            out.description = "drafts: dspark, up to " + std::to_string(dspark->max_tokens()) + " a step";
+            out.description = "drafts: dspark, up to " + std::to_string(dspark->max_tokens()) + " a step" + where;
             if (insist) {
                 out.drafter = std::move(dspark);
             } else {

@@ -5,7 +5,8 @@
 // forward call, verify calls included. What runs the stages and where the taps come from is a
 // DsparkRunner's (dspark_runner.hpp): on a CPU trunk, the CPU reference fed through
 // CpuSequence's StreamObserver (cpu_dspark_runner.hpp); on a GPU trunk, the trunk's taps
-// computed on the device and the stages on the CPU (gpu_dspark_runner.hpp). This class is
+// computed on the device and the stages on the device too where they fit there, else on the
+// CPU (gpu_dspark_runner.hpp). This class is
 // the logic both share, as MtpDrafter is the MTP drafter's. The rings take only
 // trunk-confirmed positions: a forward call that starts at
 // position p says the trunk holds every position before p, so the rings are extended to p

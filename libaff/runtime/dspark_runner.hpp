@@ -5,7 +5,8 @@
 // their next position, runs the draft block, and brings the trunk's tap features of each of
 // its forward calls to the drafter. cpu_dspark_runner.hpp runs the stages on the CPU
 // reference (Model::dspark_*), fed by a CPU trunk (CpuSequence's StreamObserver) or by a GPU
-// trunk (GpuModel::set_taps: the taps computed on the device, their means brought to host).
+// trunk (GpuModel::set_taps: the taps computed on the device, their means brought to host);
+// gpu_dspark_runner.hpp runs them on the device beside a GPU trunk where they fit there.
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace aff {
@@ -48,6 +50,9 @@ public:
     virtual float confidence(std::size_t i, std::int32_t prev) = 0;
     // Stage s's ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring(std::size_t stage) const = 0;
+    // Where the stages run, for the drafter's start-up line: "stages on the CPU", or on the
+    // GPU with where their experts are, or on the CPU beside a GPU trunk with the reason.
+    virtual std::string stages() const { return "stages on the CPU"; }
 };
 
 }  // namespace aff
