@@ -9,6 +9,9 @@
 // keys a tile; the default picks 8 for sliding and small CSA bounds, 32 otherwise).
 // attention_batch: 4 sequences at different positions in one launch (start on the host or read
 // on the device), each equal bit for bit to the sequence alone, rings stored in the launch.
+// Block mode (ring_first, DSpark's draft block) against aff::attend_block: several block
+// sizes, rings not yet full (the first position, a start inside the first window, a
+// ring_first after a restart) and full, on every geometry; the ring is left as it was.
 #include "device_test.hpp"
 
 #include "libaff/core/error.hpp"
@@ -84,6 +87,32 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     add(rows, "attention", split_what + " max rel", max_rel(got_split, want), 1e-5);
     // Decode at V4-Flash geometry must take the split path (else it went untested).
     if (H == 64 && n <= 4 && start > 1000) add(rows, "attention", what + " used splits", splits > 1 ? 0.0 : 1.0, 0.0);
+}
+
+// Block mode: every query of the n sees the ring from max(0, ring_first, start - W) and all n keys.
+void run_block_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& g, std::int64_t start,
+                    std::int64_t ring_first, int n) {
+    const int H = g.heads, Dh = g.head_dim, W = g.window;
+    const aff::gpu::AttentionInputs in = aff::gpu::random_attention_inputs(
+        rng(), aff::AttendShape{n, H, Dh, W, start}, Kind::sliding, g.csa_ratio, g.topk, 2.0f);
+    std::vector<float> want(static_cast<size_t>(n) * H * Dh);
+    aff::attend_block(threads, in.shape, in.q.data(), in.kv.data(), in.ring.data(), ring_first, in.sink.data(),
+                      want.data());
+    aff::gpu::AttentionDeviceCase dev(in);
+    aff::gpu::Buffer dout = poisoned(want.size());
+    aff::gpu::AttentionArgs a = dev.args;
+    a.out = dout.as<float>();
+    a.ring_first = ring_first;
+    aff::gpu::Stream s;
+    aff::gpu::attention(a, s.handle());
+    s.synchronize();
+    const std::vector<float> got = to_host<float>(dout, want.size());
+    const std::vector<float> ring = to_host<float>(dev.ring, in.ring.size());
+    const std::string what = std::string(g.name) + " block start " + std::to_string(start) + " ring_first " +
+                             std::to_string(ring_first) + " n " + std::to_string(n);
+    add(rows, "attention", what + " nmse vs attend_block", nmse(got, want), aff::gpu::attention_max_nmse);
+    add(rows, "attention", what + " max rel", max_rel(got, want), 1e-5);
+    add(rows, "attention", what + " ring untouched, floats differing", double(differing(ring, in.ring)), 0.0);
 }
 
 // One sequence of a batch: its own state (ring, entries, selection), one token at `start`.
@@ -180,6 +209,11 @@ AFF_DEVICE_TEST("attention") {
     for (const Geometry& g : {tiny_c, odd, flash})
         for (Kind kind : {Kind::sliding, Kind::csa, Kind::hca})
             for (bool device_start : {false, true}) run_batch_case(rows, threads, g, kind, device_start);
+    struct Block { std::int64_t start, ring_first; };
+    for (const Geometry& g : {tiny, tiny_a, tiny_c, odd, flash})
+        for (const Block b : {Block{0, 0}, Block{3, 0}, Block{std::int64_t(g.window) + 9, 0}, Block{301, 295},
+                              Block{301, 0}, Block{std::int64_t(g.window) - 1, 2}})
+            for (int n : {1, 3, 5, 8}) run_block_case(rows, threads, g, b.start, b.ring_first, n);
     // Each tile size at V4-Flash geometry, whichever the default picks. AMD builds have only
     // the 8-key tile (LDS), so 32 is run where attention_tile accepts it.
     for (const int tile : {8, 32}) {

@@ -1,29 +1,45 @@
 // Device test of DSpark drafts on a GPU trunk (libaff/gpu/forward_taps.cpp: the trunk's tap
-// features; libaff/runtime/gpu_dspark_runner.hpp under DsparkDrafter: the stages on the CPU
-// reference fed by those taps), on the random checkpoint with DSpark stages that the CPU
-// tests use (tests/common/random_dspark_checkpoint.hpp: 6 layers, taps after the last three,
-// 3 stages, γ 5), written here:
+// features; libaff/gpu/forward_dspark.cpp: the stages on the device; libaff/runtime/
+// gpu_dspark_runner.hpp under DsparkDrafter: the device runner, or the host-stage runner fed
+// by the GPU taps), on the random checkpoint with DSpark stages that the CPU tests use
+// (tests/common/random_dspark_checkpoint.hpp: 6 layers, taps after the last three, 3 stages,
+// γ 5), written here:
 //   - taps: GpuModel::last_taps after a prompt (GEMV path: gemm_min_tokens 0), a 3-token call
 //     and two single steps (decode-sized calls: the tap layer's last expand is pending there)
 //     against the CPU forward's DecodeState::taps, within kTapMaxNmse (the trunk's 1e-9);
 //   - the trunk's logits with taps on are those with taps off, floats differing: 0 (the same
 //     calls on two states of one model, taps switched on between them);
-//   - rings and block: a GPU runner fed every call's taps against the CPU stages fed the CPU
-//     trunk's: each stage's ring, then the block's Markov-corrected logits of all γ guesses and
-//     their confidences, within kStageMaxNmse (the stages' own sums on top of the taps');
-//   - greedy generation with GPU DSpark drafts (every call on the GEMVs; k = 1..5, every guess verified: min_survival 0;
-//     the drafter's guesses, and the known continuation for some of them so that prefixes of
-//     every length are kept) gives the tokens of generation without, token for token, and the
-//     logits within kVerifyMaxNmse of the single steps'; after it, the drafter's rings are a
-//     fresh CPU build's over the trunk's positions within kStageMaxNmse;
-//   - refusals: a model without DSpark stages gets no GPU runner (why_not says so), and a
-//     --draft-placement other than auto is refused with one reason.
+//   - rings and block, for each runner (device stages; host stages, asked for): the runner
+//     fed every call's GPU taps against the CPU stages fed the same taps: each stage's ring,
+//     then the block's Markov-corrected logits of all γ guesses and their confidences, within
+//     kStageMaxNmse (the stages' own fp32 sums: GEMVs, attention's block mode, mHC, in other
+//     orders than the CPU's);
+//   - greedy generation with device-stage DSpark drafts (every call on the GEMVs; k = 1..5,
+//     every guess verified: min_survival 0; the drafter's guesses, and the known continuation
+//     for some of them so that prefixes of every length are kept) gives the tokens of
+//     generation without, token for token, and the logits within kVerifyMaxNmse of the single
+//     steps'; after it, the drafter's rings are a fresh CPU build's over the trunk's positions
+//     within kStageMaxNmse; the same once with host stages (k = 3: the fallback path);
+//   - a codebook-stored model (the wide geometry with DSpark stages, quantised with its draft
+//     container): the stages on the device, their experts in VRAM and, on a tiered trunk (two
+//     slab slots), in RAM and in VRAM: greedy tokens with drafts those of the resident trunk
+//     without, and the start-up line and the runner's line say where the experts are;
+//   - refusals and fallbacks: a model without DSpark stages gets no GPU runner (why_not says
+//     so); --draft-placement with the stages on the host is refused with one reason, and
+//     accepted with them on the device.
 #include "device_test.hpp"
 #include "wide_container.hpp"
 
+#include "../common/dspark_rings.hpp"
 #include "../common/random_dspark_checkpoint.hpp"
+#include "../unit/runtime/generate_outcome.hpp"
 #include "libaff/checkpoint/checkpoint.hpp"
+#include "libaff/container/container.hpp"
+#include "libaff/model/container_tensors.hpp"
+#include "libaff/model/draft_load.hpp"
+#include "libaff/quant/quantize_model.hpp"
 #include "libaff/core/error.hpp"
+#include "libaff/core/progress.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/forward.hpp"
@@ -35,6 +51,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +61,7 @@ using namespace aff::gpu::test;
 namespace {
 
 constexpr double kTapMaxNmse = 1e-9;     // the trunk's streams, GEMV path: fp32 orders only
-constexpr double kStageMaxNmse = 1e-8;   // plus the stages' own fp32 sums over those taps
+constexpr double kStageMaxNmse = 1e-8;   // the stages' own fp32 sums over the same taps
 constexpr double kVerifyMaxNmse = 1e-9;  // a verify call's rows against single steps
 
 // Every call on the GEMVs (fp32 activations, as the CPU's): the prompts' taps then hold to the
@@ -91,42 +108,39 @@ void check_taps(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Ro
     add(rows, "dspark", "taps off again: last_taps empty", g.last_taps().empty() ? 0.0 : 1.0, 0.0);
 }
 
-// Feeds every trunk call's taps straight into the runner's rings (no drafts: nothing to reject).
-class Feed final : public aff::TapListener {
-public:
-    explicit Feed(aff::DsparkRunner& r) : r_(r) { r_.listen(this); }
-    ~Feed() override { r_.listen(nullptr); }
-    void on_taps(std::int64_t start, std::size_t, std::span<const float> taps) override {
-        if (start != r_.position()) r_.restart(start);
-        r_.extend(taps);
-    }
+const char* where_name(aff::DsparkStages where) {
+    return where == aff::DsparkStages::host ? "host stages" : "device stages";
+}
 
-private:
-    aff::DsparkRunner& r_;
-};
+// The runner's stages() line: the device's names the GPU, the host's says it was asked for.
+bool says_where(const aff::DsparkRunner& r, aff::DsparkStages where) {
+    return r.stages().find(where == aff::DsparkStages::host ? "stages on the CPU (asked for)" : "stages on the GPU") == 0;
+}
 
-void check_stages(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
+void check_stages(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows, aff::DsparkStages where) {
     const aff::ModelConfig& c = cpu.config();
     const int V = c.vocab_size, g = c.dspark.block_size;
+    const std::string who = where_name(where);
     auto seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
     std::string why;
-    std::unique_ptr<aff::DsparkRunner> runner = aff::make_gpu_dspark_runner(cpu, *seq, why);
+    std::unique_ptr<aff::DsparkRunner> runner = aff::make_gpu_dspark_runner(cpu, *seq, why, where);
     if (!runner) {
-        rows.push_back({"dspark", "no GPU DSpark runner: " + why, INFINITY, 0.0, false});
+        rows.push_back({"dspark", who + ": no GPU DSpark runner: " + why, INFINITY, 0.0, false});
         return;
     }
+    add(rows, "dspark", who + ": the runner says where (" + runner->stages() + ")", says_where(*runner, where) ? 0.0 : 1.0,
+        0.0);
     const std::vector<std::int32_t> toks = random_tokens(22, V);
-    aff::DecodeState cs = cpu.new_state();
     aff::DsparkState want = cpu.new_dspark_state();
     {
-        Feed feed(*runner);
-        for (auto call : {std::span(toks).first(20), std::span(toks).subspan(20, 1), std::span(toks).subspan(21, 1)}) {
+        aff::test::RingFeed feed(*runner, &cpu, &want);  // the CPU stages get the same GPU taps
+        for (auto call : {std::span(toks).first(20), std::span(toks).subspan(20, 1), std::span(toks).subspan(21, 1)})
             seq->forward(call, false);
-            cpu.dspark_extend(want, cpu_taps(cpu, cs, call));
-        }
     }
+    add(rows, "dspark", who + ": rings' position " + std::to_string(runner->position()) + " (want 22)",
+        runner->position() == 22 && want.position == 22 ? 0.0 : 1.0, 0.0);
     for (std::size_t s = 0; s < want.stages.size(); ++s)
-        add(rows, "dspark", "stage " + std::to_string(s) + " ring after 22 positions vs the CPU's",
+        add(rows, "dspark", who + ": stage " + std::to_string(s) + " ring after 22 positions vs the CPU's on the same taps",
             nmse(runner->ring(s), want.stages[s].ring), kStageMaxNmse);
     const std::int32_t anchor = toks.back();
     runner->block(anchor);
@@ -139,32 +153,21 @@ void check_stages(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<
                                                                                      std::size_t(c.hidden_size)),
                                                prev);
         const float cg = runner->confidence(std::size_t(i), prev);
-        add(rows, "dspark", "block guess " + std::to_string(i) + ": Markov-corrected logits vs the CPU's",
+        add(rows, "dspark", who + ": block guess " + std::to_string(i) + ": Markov-corrected logits vs the CPU's",
             nmse(runner->guess_logits(std::size_t(i), prev), row), kStageMaxNmse);
-        add(rows, "dspark", "block guess " + std::to_string(i) + ": confidence vs the CPU's (abs diff)",
+        add(rows, "dspark", who + ": block guess " + std::to_string(i) + ": confidence vs the CPU's (abs diff)",
             std::fabs(double(cg) - cw), 1e-5);
         prev = std::int32_t(std::max_element(row.begin(), row.end()) - row.begin());
     }
+    // The block leaves the rings as they were (its keys are guesses).
+    double moved = 0;
+    for (std::size_t s = 0; s < want.stages.size(); ++s)
+        moved = std::max(moved, nmse(runner->ring(s), want.stages[s].ring));
+    add(rows, "dspark", who + ": rings after the block vs before (worst stage, nmse vs the CPU's)", moved, kStageMaxNmse);
 }
 
-struct Outcome {
-    std::vector<std::int32_t> tokens;
-    std::vector<std::vector<float>> logits;
-    aff::GenerateStats stats;
-};
-
-Outcome generate_on(aff::Sequence& seq, const aff::GenerateOptions& opt, aff::Drafter* drafter) {
-    Outcome out;
-    aff::GenerateHooks h;
-    h.on_step = [&](const aff::GenerationStep& s) {
-        out.tokens.push_back(s.token);
-        return true;
-    };
-    h.on_logits = [&](std::int64_t, std::int32_t, std::span<const float> l) { out.logits.emplace_back(l.begin(), l.end()); };
-    h.drafter = drafter;
-    out.stats = aff::generate(seq, opt, h);
-    return out;
-}
+using aff::test::generate_on;
+using aff::test::Outcome;
 
 // The inner DSpark drafter's proposals (so its rings live through the generation), the first
 // few guesses replaced by the known greedy continuation (a random model's own guesses are
@@ -191,20 +194,22 @@ private:
     std::size_t calls_ = 0;
 };
 
-void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
+void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows, aff::DsparkStages where,
+                     std::initializer_list<std::size_t> ks) {
     const int V = cpu.config().vocab_size;
+    const std::string who = where_name(where);
     aff::GenerateOptions opt;
     opt.prompt = random_tokens(14, V);
     opt.max_new_tokens = 30;
     opt.sampling.temperature = 0;
     auto plain_seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
     const Outcome plain = generate_on(*plain_seq, opt, nullptr);
-    for (std::size_t k = 1; k <= 5; ++k) {
+    for (std::size_t k : ks) {
         auto seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
         std::string why;
-        auto runner = aff::make_gpu_dspark_runner(cpu, *seq, why);
+        auto runner = aff::make_gpu_dspark_runner(cpu, *seq, why, where);
         if (!runner) {
-            rows.push_back({"dspark", "no GPU DSpark runner: " + why, INFINITY, 0.0, false});
+            rows.push_back({"dspark", who + ": no GPU DSpark runner: " + why, INFINITY, 0.0, false});
             return;
         }
         aff::DsparkDrafter dspark(std::move(runner), k, 0.0f);
@@ -213,7 +218,7 @@ void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vect
         long long diff = drafted.tokens.size() == plain.tokens.size() ? 0 : 1000;
         for (std::size_t i = 0; i < std::min(drafted.tokens.size(), plain.tokens.size()); ++i)
             diff += drafted.tokens[i] != plain.tokens[i];
-        const std::string what = "k=" + std::to_string(k);
+        const std::string what = who + ", k=" + std::to_string(k);
         char acc[96];
         std::snprintf(acc, sizeof acc, " (%zu verify calls, %zu of %zu drafts accepted)", drafted.stats.verify_calls,
                       drafted.stats.accepted_tokens, drafted.stats.drafted_tokens);
@@ -232,13 +237,93 @@ void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vect
             add(rows, "dspark", what + ": rings' position " + std::to_string(P) + " inside the generation", 1.0, 0.0);
             continue;
         }
-        aff::DecodeState cs = cpu.new_state();
-        aff::DsparkState fresh = cpu.new_dspark_state();
-        cpu.dspark_extend(fresh, cpu_taps(cpu, cs, std::span<const std::int32_t>(all).first(std::size_t(P))));
+        const aff::DsparkState fresh = aff::test::fresh_dspark_rings(cpu, all, P);
         double ring = 0;
         for (std::size_t s = 0; s < fresh.stages.size(); ++s)
             ring = std::max(ring, nmse(dspark.runner().ring(s), fresh.stages[s].ring));
         add(rows, "dspark", what + ": rings after the generation vs a fresh CPU build (worst stage)", ring, kStageMaxNmse);
+    }
+}
+
+bool says(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// The wide geometry (wide_container.hpp: D = I = 1024, moe_gemv's shapes) with DSpark stages,
+// quantised as a main container and its draft container: codebook-stored experts, so the trunk
+// can be tiered and the stages' experts placed. Greedy tokens with device-stage drafts (k = 3)
+// on the resident trunk, and on a tiered one (two slab slots) with the stages' experts in RAM
+// (auto) and in VRAM, against the resident trunk without drafts.
+void codebook_stages(std::vector<Row>& rows) {
+    aff::ThreadPool pool(0);
+    TempDir tmp("dspark-wide");
+    const std::string dir = tmp / "ck", main = tmp / "m.aff", draft = tmp / "m.dspark.aff";
+    aff::test::write_random_dspark_checkpoint(dir, 11, {}, wide_geometry(), true);
+    quantize_checkpoint_to(dir, main, aff::quant::Rotation::off, pool);
+    aff::quant::QuantizeOptions q;
+    q.src_dir = dir;
+    q.out_path = draft;
+    q.draft = true;
+    q.codebook_path = main;
+    q.tool = "aff_gpu_tests";
+    q.created = "2026-01-01T00:00:00Z";
+    aff::quant::quantize_checkpoint(q, pool, aff::null_progress());
+    auto cpu = aff::load_model_with_draft(main, draft, pool);
+    const aff::ContainerTensorReader reader(std::make_shared<const aff::Container>(aff::Container::open(main)));
+    aff::GenerateOptions opt;
+    opt.prompt = random_tokens(9, cpu->config().vocab_size);
+    opt.max_new_tokens = 16;
+    opt.sampling.temperature = 0;
+    std::size_t slot = 0;
+    Outcome plain;
+    {
+        auto seq = aff::make_gpu_sequence(*cpu, &reader, gemv_options());
+        aff::gpu::GpuModel& g = dynamic_cast<aff::GpuTrunk&>(*seq).gpu_model();
+        add(rows, "dspark", "wide TQ2875 + DSpark: the stages are on the GPU (" + g.dspark_why_not() + ")",
+            g.has_dspark() ? 0.0 : 1.0, 0.0);
+        slot = (g.expert_extent(0, 0).bytes + 255) / 256 * 256;
+        plain = generate_on(*seq, opt, nullptr);
+    }
+    struct Case {
+        const char* name;
+        bool tiered;
+        aff::gpu::DraftPlacement placement;
+        const char* where;
+    };
+    for (const Case& k : {Case{"resident, auto", false, aff::gpu::DraftPlacement::automatic, "VRAM"},
+                          Case{"tiered, auto", true, aff::gpu::DraftPlacement::automatic, "RAM"},
+                          Case{"tiered, ram", true, aff::gpu::DraftPlacement::ram, "RAM"},
+                          Case{"tiered, vram", true, aff::gpu::DraftPlacement::vram, "VRAM"}}) {
+        const std::string what = std::string("wide TQ2875 + DSpark, ") + k.name;
+        aff::gpu::GpuOptions o = gemv_options();
+        if (k.tiered) o.tiers.slab_cap = 2 * slot;
+        o.draft_placement = k.placement;
+        try {
+            auto seq = aff::make_gpu_sequence(*cpu, &reader, o);
+            aff::gpu::GpuModel& g = dynamic_cast<aff::GpuTrunk&>(*seq).gpu_model();
+            add(rows, "dspark", what + ": trunk tiered as asked", g.tiers().tiered == k.tiered ? 0.0 : 1.0, 0.0);
+            add(rows, "dspark", what + ": the start-up line says the stages' experts are in " + k.where,
+                says(g.describe(), std::string("DSpark stages on the GPU, their routed experts in ") + k.where) ? 0.0 : 1.0,
+                0.0);
+            std::string why;
+            auto runner = aff::make_gpu_dspark_runner(*cpu, *seq, why);
+            if (!runner) {
+                rows.push_back({"dspark", what + ": no GPU DSpark runner: " + why, INFINITY, 0.0, false});
+                continue;
+            }
+            add(rows, "dspark", what + ": the runner says " + runner->stages(),
+                runner->stages() == std::string("stages on the GPU, their routed experts in ") + k.where ? 0.0 : 1.0, 0.0);
+            aff::DsparkDrafter dspark(std::move(runner), 3, 0.0f);
+            Prompted prompted(dspark, plain.tokens, opt.prompt.size());
+            const Outcome drafted = generate_on(*seq, opt, &prompted);
+            long long diff = drafted.tokens.size() == plain.tokens.size() ? 0 : 1000;
+            for (std::size_t i = 0; i < std::min(drafted.tokens.size(), plain.tokens.size()); ++i)
+                diff += drafted.tokens[i] != plain.tokens[i];
+            add(rows, "dspark", what + ": greedy tokens with device-stage drafts (k=3) vs the resident trunk without (" +
+                                    std::to_string(drafted.stats.accepted_tokens) + " of " +
+                                    std::to_string(drafted.stats.drafted_tokens) + " accepted), differing",
+                double(diff), 0.0);
+        } catch (const std::exception& e) {
+            rows.push_back({"dspark", what + " threw: " + e.what(), INFINITY, 0.0, false});
+        }
     }
 }
 
@@ -253,17 +338,36 @@ AFF_DEVICE_TEST("dspark") {
         auto cpu = aff::Model::load(dir, pool);
         const aff::Checkpoint ck(dir);
         check_taps(*cpu, ck, rows);
-        check_stages(*cpu, ck, rows);
-        greedy_identity(*cpu, ck, rows);
-        // --draft-placement other than auto: refused with its reason.
-        aff::gpu::GpuOptions ram;
-        ram.draft_placement = aff::gpu::DraftPlacement::vram;
-        auto placed = aff::make_gpu_sequence(*cpu, &ck, ram);
+        for (aff::DsparkStages where : {aff::DsparkStages::automatic, aff::DsparkStages::host})
+            check_stages(*cpu, ck, rows, where);
+        greedy_identity(*cpu, ck, rows, aff::DsparkStages::automatic, {1, 2, 3, 4, 5});
+        greedy_identity(*cpu, ck, rows, aff::DsparkStages::host, {3});
+        // --draft-placement: accepted with the stages on the device (dense experts: vram only,
+        // ram is refused by the expert store), refused with host stages, with one reason.
+        aff::gpu::GpuOptions vram;
+        vram.draft_placement = aff::gpu::DraftPlacement::vram;
+        auto placed = aff::make_gpu_sequence(*cpu, &ck, vram);
         std::string why;
-        const bool refused = !aff::make_gpu_dspark_runner(*cpu, *placed, why) && why.find("--draft-placement") == 0;
-        add(rows, "dspark", "--draft-placement vram with DSpark on a GPU trunk: refused (" + why + ")", refused ? 0.0 : 1.0, 0.0);
+        add(rows, "dspark", "--draft-placement vram with the stages on the device: a device runner",
+            aff::make_gpu_dspark_runner(*cpu, *placed, why) ? 0.0 : 1.0, 0.0);
+        const bool refused = !aff::make_gpu_dspark_runner(*cpu, *placed, why, aff::DsparkStages::host) &&
+                             why.find("--draft-placement") == 0;
+        add(rows, "dspark", "--draft-placement vram with host stages: refused (" + why + ")", refused ? 0.0 : 1.0, 0.0);
+        // Attention on the CPU: the stages cannot come to the device; the host stages serve.
+        aff::gpu::GpuOptions cpu_attention = gemv_options();
+        cpu_attention.cpu_attention = true;
+        auto host = aff::make_gpu_sequence(*cpu, &ck, cpu_attention);
+        auto fallback = aff::make_gpu_dspark_runner(*cpu, *host, why);
+        add(rows, "dspark", "attention on the CPU: the host stages, saying why (" +
+                                (fallback ? fallback->stages() : "no runner: " + why) + ")",
+            fallback && fallback->stages() == "stages on the CPU (attention runs on the CPU)" ? 0.0 : 1.0, 0.0);
     } catch (const std::exception& e) {
         rows.push_back({"dspark", std::string("random DSpark checkpoint threw: ") + e.what(), INFINITY, 0.0, false});
+    }
+    try {
+        codebook_stages(rows);
+    } catch (const std::exception& e) {
+        rows.push_back({"dspark", std::string("wide DSpark container threw: ") + e.what(), INFINITY, 0.0, false});
     }
     try {  // tiny-a has no DSpark stages
         const std::string a = test_data() + "/models/tiny-a";

@@ -16,6 +16,7 @@
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/sampler.hpp"
 
+#include "common/dspark_rings.hpp"
 #include "common/random_dspark_checkpoint.hpp"
 #include "unit/temp_dir.hpp"
 
@@ -54,16 +55,7 @@ std::vector<std::int32_t> prompt_of(int n, int salt) {
     return t;
 }
 
-// The rings a fresh build over the trunk's positions 0 .. P-1 of `tokens` holds.
-aff::DsparkState fresh_rings(const aff::Model& model, std::span<const std::int32_t> tokens, std::int64_t P) {
-    aff::DecodeState trunk = model.new_state();
-    std::vector<float> taps;
-    trunk.taps = &taps;
-    model.forward(trunk, tokens.first(std::size_t(P)), false);
-    aff::DsparkState st = model.new_dspark_state();
-    model.dspark_extend(st, taps);
-    return st;
-}
+using aff::test::fresh_dspark_rings;
 
 // Proposes what the inner DSpark drafter proposes (so its rings live through the generation),
 // but hands the loop the run's known greedy continuation for the first `right` guesses, then
@@ -171,7 +163,7 @@ TEST_CASE("DSpark guesses are the Markov-corrected argmax, as many as the confid
         if (survival == 0.0f) CHECK(guesses.size() == 5);
         if (survival == 2.0f) CHECK(guesses.size() == 1);
         // By hand: a fresh build of the rings, the block, the sequential correction.
-        aff::DsparkState st = fresh_rings(*model, prompt, 19);
+        aff::DsparkState st = fresh_dspark_rings(*model, prompt, 19);
         aff::DsparkBlock b = model->dspark_block(st, prompt.back());
         std::int32_t prev = prompt.back();
         for (std::size_t i = 0; i < guesses.size(); ++i) {
@@ -221,24 +213,10 @@ TEST_CASE("the DSpark rings after a generation are a fresh build's over the trun
         const std::int64_t P = dspark.runner().position();
         REQUIRE(P > std::int64_t(opt.prompt.size()));
         REQUIRE(P < std::int64_t(all.size()));
-        const aff::DsparkState fresh = fresh_rings(*model, all, P);
+        const aff::DsparkState fresh = fresh_dspark_rings(*model, all, P);
         for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
     }
 }
-
-// Feeds every call's taps straight into a runner's rings (no drafts: nothing to reject).
-class Feed final : public aff::TapListener {
-public:
-    explicit Feed(aff::DsparkRunner& r) : r_(r) { r_.listen(this); }
-    ~Feed() override { r_.listen(nullptr); }
-    void on_taps(std::int64_t start, std::size_t, std::span<const float> taps) override {
-        if (start != r_.position()) r_.restart(start);
-        r_.extend(taps);
-    }
-
-private:
-    aff::DsparkRunner& r_;
-};
 
 TEST_CASE("the CPU DSpark runner's rings, guess rows and confidences are the model's own", "[runtime]") {
     aff::ThreadPool pool(2);
@@ -248,13 +226,13 @@ TEST_CASE("the CPU DSpark runner's rings, guess rows and confidences are the mod
     aff::CpuSequence seq(*model);
     auto runner = aff::make_cpu_dspark_runner(*model, seq);
     {
-        Feed feed(*runner);
+        aff::test::RingFeed feed(*runner);
         seq.forward(std::span<const std::int32_t>(tokens).first(19), false);
         seq.forward(std::span<const std::int32_t>(tokens).subspan(19, 2), false);
     }
     CHECK(runner->trunk_position() == 21);
     REQUIRE(runner->position() == 21);
-    aff::DsparkState want = fresh_rings(*model, tokens, 21);
+    aff::DsparkState want = fresh_dspark_rings(*model, tokens, 21);
     for (std::size_t s = 0; s < want.stages.size(); ++s) CHECK(runner->ring(s) == want.stages[s].ring);
     runner->block(tokens.back());
     const aff::DsparkBlock block = model->dspark_block(want, tokens.back());
