@@ -30,7 +30,7 @@
 #include "device_test.hpp"
 #include "wide_container.hpp"
 
-#include "../common/dspark_rings.hpp"
+#include "../common/dspark_helpers.hpp"
 #include "../common/random_dspark_checkpoint.hpp"
 #include "../unit/runtime/generate_outcome.hpp"
 #include "libaff/checkpoint/checkpoint.hpp"
@@ -168,31 +168,7 @@ void check_stages(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<
 
 using aff::test::generate_on;
 using aff::test::Outcome;
-
-// The inner DSpark drafter's proposals (so its rings live through the generation), the first
-// few guesses replaced by the known greedy continuation (a random model's own guesses are
-// almost never kept): verify calls keep prefixes of every length.
-class Prompted final : public aff::Drafter {
-public:
-    Prompted(aff::DsparkDrafter& inner, std::vector<std::int32_t> truth, std::size_t prompt)
-        : inner_(inner), truth_(std::move(truth)), prompt_(prompt) {}
-    std::size_t max_tokens() const override { return inner_.max_tokens(); }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override {
-        std::vector<std::int32_t> g = inner_.propose(context);
-        const std::size_t at = context.size() - prompt_;
-        for (std::size_t i = 0; i < g.size() && i < (calls_ % 4) && at + i < truth_.size(); ++i) g[i] = truth_[at + i];
-        ++calls_;
-        return g;
-    }
-    void start(const aff::SamplerParams& s) override { inner_.start(s); }
-    void verified(std::size_t p, std::size_t a) override { inner_.verified(p, a); }
-
-private:
-    aff::DsparkDrafter& inner_;
-    std::vector<std::int32_t> truth_;
-    std::size_t prompt_;
-    std::size_t calls_ = 0;
-};
+using aff::test::Prompted;  // the known continuation for some guesses: prefixes of every length kept
 
 void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows, aff::DsparkStages where,
                      std::initializer_list<std::size_t> ks) {

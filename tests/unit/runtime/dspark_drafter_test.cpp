@@ -16,7 +16,7 @@
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/sampler.hpp"
 
-#include "common/dspark_rings.hpp"
+#include "common/dspark_helpers.hpp"
 #include "common/random_dspark_checkpoint.hpp"
 #include "unit/temp_dir.hpp"
 
@@ -56,31 +56,7 @@ std::vector<std::int32_t> prompt_of(int n, int salt) {
 }
 
 using aff::test::fresh_dspark_rings;
-
-// Proposes what the inner DSpark drafter proposes (so its rings live through the generation),
-// but hands the loop the run's known greedy continuation for the first `right` guesses, then
-// the drafter's own: the verify calls keep prefixes of every length.
-class Prompted final : public aff::Drafter {
-public:
-    Prompted(aff::DsparkDrafter& inner, std::vector<std::int32_t> truth, std::size_t prompt)
-        : inner_(inner), truth_(std::move(truth)), prompt_(prompt) {}
-    std::size_t max_tokens() const override { return inner_.max_tokens(); }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override {
-        std::vector<std::int32_t> g = inner_.propose(context);
-        const std::size_t at = context.size() - prompt_;  // truth_[at] follows context
-        for (std::size_t i = 0; i < g.size() && i < (calls_ % 4) && at + i < truth_.size(); ++i) g[i] = truth_[at + i];
-        ++calls_;
-        return g;
-    }
-    void start(const aff::SamplerParams& s) override { inner_.start(s); }
-    void verified(std::size_t p, std::size_t a) override { inner_.verified(p, a); }
-
-private:
-    aff::DsparkDrafter& inner_;
-    std::vector<std::int32_t> truth_;
-    std::size_t prompt_;
-    std::size_t calls_ = 0;
-};
+using aff::test::Prompted;
 
 }  // namespace
 
