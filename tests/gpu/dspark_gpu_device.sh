@@ -41,7 +41,7 @@ done
 grep '^dspark ' "$out/dspark.txt" | head -120 >>"$summary"
 # The measured stage differences (the tolerances' evidence) and the runners' lines, on stdout.
 grep '^dspark ' "$out/dspark.txt" | grep -E 'device stages: (stage|block guess [04]: M)|runner says|start-up line|tiered|refused|host stages, k=3: greedy' | head -30
-grep '^attention .* block ' "$out/attention.txt" | sort -t' ' -k2 | awk '{print}' | grep 'nmse' | head -6
+grep '^attention .* block .*nmse vs attend_block' "$out/attention.txt" | grep -E 'flash|ring_first 295' | head -8
 
 model=$out/dspark-v4
 if ! "$bin/tests/aff_make_dspark_model" "$model"; then
