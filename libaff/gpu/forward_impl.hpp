@@ -94,7 +94,8 @@ using fwd::Upload;
 // (forward_linear.cpp), the attention block (forward_attention.cpp), the MoE block
 // (forward_moe.cpp), the layer loop with mHC, norms and head (forward_layers.cpp), the calls:
 // forward, decode with its captured graphs, the step profile (forward_decode.cpp), the expert
-// table's door (forward_experts.cpp) and snapshots (forward_snapshot.cpp).
+// table's door (forward_experts.cpp) and snapshots (forward_snapshot.cpp); the draft layers:
+// the MTP layer (forward_mtp.cpp) and DSpark's stages (forward_dspark.cpp).
 //
 // One Impl is one part of the model on one device: layers first_layer .. end_layer-1 (every
 // layer on one GPU), the embedding when first_layer is 0, the hyper head, final norm and head
