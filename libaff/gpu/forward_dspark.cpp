@@ -48,7 +48,13 @@ void GpuModel::Impl::plan_dspark(const TensorReader* ck) {
     dspark.hc_head_base = put_vec(w.hc_head.base);
     dspark.hc_head_scale = put_vec(w.hc_head.scale);
     dspark.markov_w2 = put_dense(w.markov_w2, plan.dense_bytes);
-    dspark.ones = put_vec(std::vector<float>{1.0f, 1.0f});
+    // Not put_vec: that keeps a reference to its vector until the arena's upload, and a
+    // temporary is gone by then (the tiered load's first device run read freed memory here).
+    dspark.ones = reserve(2 * sizeof(float), plan.dense_bytes);
+    uploads.push_back({dspark.ones, 2 * sizeof(float), [](std::uint8_t* dst) {
+                           const float ones[2] = {1.0f, 1.0f};
+                           std::memcpy(dst, ones, sizeof ones);
+                       }});
     // The DSpark state's buffer.
     std::size_t at = 0;
     auto take = [&](std::size_t floats) {
