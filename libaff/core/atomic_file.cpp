@@ -191,6 +191,22 @@ void AtomicFile::commit_file(bool keep_cleanup) {
     if (::fsync(fd_) != 0) throw_errno("fsync failed", error_name(), errno);
     // Something put at the final name while we wrote must not be replaced either.
     check_output_path(final_path_);
+    // With keep_cleanup a signal must find the final name registered from the instant the
+    // file appears there: registering it after the link or rename left a window in which an
+    // interrupted aff-split kept one finished part (tests/cli/kill_test.py caught it about one
+    // run in 20 under load). The name is claimed before it exists only when nothing is at it,
+    // so a signal in between removes nothing of anyone's.
+    struct stat st {};
+    int final_slot = -1;
+    if (keep_cleanup && ::lstat(final_path_.c_str(), &st) != 0 && errno == ENOENT)
+        final_slot = register_temporary(final_path_.c_str());
+    struct Claim {
+        int& slot;
+        bool kept = false;
+        ~Claim() {
+            if (!kept) unregister_temporary(slot);
+        }
+    } claim{final_slot};
     std::string renamed = temp_path_;
     if (unnamed_) {
         // Straight to the final name when it is free (linkat never replaces), else under
@@ -200,6 +216,7 @@ void AtomicFile::commit_file(bool keep_cleanup) {
         } else if (errno != EEXIST) {
             throw_errno("cannot link the finished file at its final name", final_path_, errno);
         } else {
+            unregister_temporary(final_slot);  // someone else's file appeared at the name: not ours to remove
             for (int attempt = 0;; ++attempt) {
                 link_path_ = final_path_ + random_suffix();
                 register_as(registry_slot_, link_path_.c_str());
@@ -221,8 +238,15 @@ void AtomicFile::commit_file(bool keep_cleanup) {
         throw_errno("cannot rename " + renamed + " to final name", final_path_, errno);
     committed_ = true;
     link_path_.clear();
-    if (keep_cleanup) register_as(registry_slot_, final_path_.c_str());
-    else unregister_temporary(registry_slot_);
+    if (keep_cleanup && final_slot >= 0) {  // already registered: drop the temporary's slot
+        unregister_temporary(registry_slot_);
+        registry_slot_ = final_slot;
+        claim.kept = true;
+    } else if (keep_cleanup) {
+        register_as(registry_slot_, final_path_.c_str());
+    } else {
+        unregister_temporary(registry_slot_);
+    }
     // The new name is durable only once the directory entry is on disk.
     int dfd = ::open(folder_of(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
