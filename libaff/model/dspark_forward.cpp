@@ -63,7 +63,8 @@ DsparkBlock Model::dspark_block(DsparkState& st, std::int32_t anchor) const {
             std::memcpy(&x[(std::size_t(t) * hc + k) * D], weights_.embed.row(ids[std::size_t(t)]), sizeof(float) * D);
     for (std::size_t s = 0; s < w.stages.size(); ++s)
         layer_forward(w.stages[s], c.num_layers + int(s), AttentionKind::sliding, false, st.stages[s], st.position, ids,
-                      x, nullptr, nullptr, st.first);
+                      x, nullptr, st.routes, st.first);
+    if (st.routes) st.routes->on_forward_end();
     DsparkBlock out;
     out.y.resize(std::size_t(g) * D);
     out.logits.resize(std::size_t(g) * V);

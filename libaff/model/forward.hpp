@@ -67,6 +67,7 @@ struct DecodeState {
 struct DsparkState {
     std::vector<LayerState> stages;  // only their rings are used
     std::int64_t first = 0, position = 0;
+    RouteObserver* routes = nullptr;  // route traces: sees dspark_block's stages as layers L + s
 };
 
 // One DSpark draft block's raw output (dspark_forward.cpp): the shared head's logits of the
@@ -139,6 +140,9 @@ public:
     // ids [anchor, noise × (γ − 1)] at positions state.position .. + γ − 1 through every
     // stage (attention over the ring's positions and the whole block, no causal mask), the
     // last stage's hyper head, norm and the shared head. Leaves the state as it was.
+    // state.routes sees the block as one call of layers num_layers + s, stage s, over the block's
+    // γ rows: the anchor at state.position (where the trunk runs it next), then the noise
+    // token at state.position + 1 .. + γ − 1 (row i's output guesses the token at position + i + 1).
     DsparkBlock dspark_block(DsparkState& state, std::int32_t anchor) const;
     // logits [V] += markov_w2 · markov_w1[prev] (§5.2 step 4).
     void dspark_markov(std::int32_t prev, std::span<float> logits) const;

@@ -35,6 +35,11 @@ public:
     ~CpuTrunkDsparkRunner() override { trunk_.set_stream_observer(nullptr); }
     std::int64_t trunk_position() const override { return trunk_.position(); }
     void listen(TapListener* listener) override { listener_ = listener; }
+    // The stages' routing goes to the trunk's route observer (a trace), as its last call had it.
+    void block(std::int32_t anchor) override {
+        route_to(trunk_.state().routes);
+        HostDsparkStages::block(anchor);
+    }
 
 private:
     void on_streams(std::int64_t, std::size_t, std::span<const float>) override {}

@@ -31,6 +31,8 @@ public:
     std::vector<float> ring(std::size_t stage) const override { return state_.stages.at(stage).ring; }
 
 protected:
+    // Who sees the next blocks' routing (Model::dspark_block's DsparkState::routes).
+    void route_to(RouteObserver* routes) { state_.routes = routes; }
     const Model& model_;
 
 private:

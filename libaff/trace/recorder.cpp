@@ -57,10 +57,11 @@ void RouteRecorder::on_route(const RouteEvent& e) {
     const TraceHeader& h = writer_.header();
     if (e.top_k != int(h.top_k) || e.experts.size() != e.tokens.size() * h.top_k)
         throw_internal("route recorder: the router's selections do not match the trace's top-k");
-    // Layer L is the MTP layer's (Model::mtp_forward): a call of it is a draft step whatever the
-    // caller said (formats/route-trace.md §5.1). Layers past it (none route today) are not traced.
-    if (e.layer > int(h.layers)) return;
-    const bool draft = e.layer == int(h.layers);
+    // Layers from L on are the draft's (Model::mtp_forward's layer L, Model::dspark_block's stages
+    // L + s): a call of them is a draft step whatever the caller said (formats/route-trace.md §5.1).
+    // Layers past kMaxDraftLayers of them (none route) are not traced.
+    if (e.layer >= int(h.layers + kMaxDraftLayers)) return;
+    const bool draft = e.layer >= int(h.layers);
     if (step_.layers.empty()) {
         step_.tokens.clear();
         for (std::size_t i = 0; i < e.tokens.size(); ++i)

@@ -3,8 +3,9 @@
 // call ran, each token's K experts and gate weights as the router produced them) and
 // hands it to a RouteTraceWriter. The caller says before each call which sequence and
 // phase its tokens belong to (the generation loop says what each call is: runtime/route_phase.hpp;
-// aff-serve: a sequence per request). A call of the MTP layer (its events carry layer L, one
-// past the main layers) is recorded as a draft step, whatever phase was said. Copies ids and weights only: nothing the forward computes changes.
+// aff-serve: a sequence per request). A call of the draft's layers (the MTP layer's events
+// carry layer L, one past the main layers; DSpark's stages L, L + 1, L + 2) is recorded as a
+// draft step, whatever phase was said. Copies ids and weights only: nothing the forward computes changes.
 #pragma once
 
 #include "libaff/checkpoint/config.hpp"

@@ -10,6 +10,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -74,7 +75,9 @@ void parse_steps(const TraceHeader& h, std::span<const std::uint8_t> p, std::uin
             const auto n = get(&p[at], 4);
             const auto m = get(&p[at + 4], 2);
             if (n == 0 || n > kMaxStepTokens) throw_format("tokens " + num(n) + " out of range (1.." + num(kMaxStepTokens) + ")");
-            if (m == 0 || m > h.layers) throw_format("layer_count " + num(m) + " out of range (1.." + num(h.layers) + ")");
+            // A draft step may hold more layers than a tiny model's L (checked below, with its phase).
+            if (m == 0 || m > std::max<std::uint64_t>(h.layers, kMaxDraftLayers))
+                throw_format("layer_count " + num(m) + " out of range (1.." + num(h.layers) + ")");
             if (get(&p[at + 6], 2) != 0) throw_format("reserved field is not zero");
             const std::size_t size = kStepHeader + kTokenEntry * n + m * layer_block_size(n, K);
             if (p.size() - at < size) throw_format("truncated: needs " + num(size) + " bytes, " + num(p.size() - at) + " left in the chunk");
@@ -92,16 +95,18 @@ void parse_steps(const TraceHeader& h, std::span<const std::uint8_t> p, std::uin
                 if ((t.phase == Phase::draft) != (st.tokens[0].phase == Phase::draft))
                     throw_format("token " + num(i) + ": draft and other tokens in one step");
             }
-            // A draft step records the draft layer alone, numbered L; other steps main layers.
+            // A draft step records the draft layers, numbered L, L + 1, ... in order; other steps main layers.
             const bool draft = st.draft();
-            if (draft && m != 1) throw_format("layer_count " + num(m) + " in a draft step (its one layer is " + num(h.layers) + ")");
+            if (draft && m > kMaxDraftLayers)
+                throw_format("layer_count " + num(m) + " in a draft step (1.." + num(kMaxDraftLayers) + ")");
+            if (!draft && m > h.layers) throw_format("layer_count " + num(m) + " out of range (1.." + num(h.layers) + ")");
             st.layers.resize(m);
             st.experts.resize(m * n * K);
             st.weights.resize(m * n * K);
             for (std::uint64_t b = 0; b < m; ++b) {
                 const auto layer = get(q, 2);
-                if (draft && layer != h.layers)
-                    throw_format("layer " + num(layer) + " in a draft step (its one layer is " + num(h.layers) + ")");
+                if (draft && layer != h.layers + b)
+                    throw_format("layer " + num(layer) + " in a draft step (its block " + num(b) + " is layer " + num(h.layers + b) + ")");
                 if (!draft && layer >= h.layers) throw_format("layer " + num(layer) + " out of range (" + num(h.layers) + " layers)");
                 if (b > 0 && layer <= st.layers[b - 1])
                     throw_format("layer " + num(layer) + " does not follow layer " + num(st.layers[b - 1]));

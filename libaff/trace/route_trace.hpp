@@ -13,7 +13,8 @@ namespace aff::trace {
 
 // formats/route-trace.md §5: draft_verify is every token of a verify call (the rejected
 // guesses included: they ran); replay the tokens a rewind into a verify call ran again; draft
-// the tokens of a call of the draft model's own MoE layer (the MTP layer), recorded as layer L.
+// the tokens of a call of the draft model's own MoE layers (the MTP layer, recorded as layer L;
+// DSpark's stages, as layers L, L + 1, L + 2 of one step).
 enum class Phase : std::uint8_t { prefill = 0, decode = 1, draft_verify = 2, replay = 3, draft = 4 };
 constexpr int kPhases = 5;
 const char* to_string(Phase phase);
@@ -22,6 +23,8 @@ enum class IdentityKind : std::uint32_t { none = 0, container = 1, checkpoint = 
 const char* to_string(IdentityKind kind);
 
 constexpr std::uint32_t kMaxLayers = 4096, kMaxExperts = 65536, kMaxTopK = 64, kMaxStepTokens = 65536;
+// Layer blocks of a draft step at most (§5.1: the MTP layer is one, DSpark's stages three).
+constexpr std::uint32_t kMaxDraftLayers = 16;
 
 struct TraceHeader {
     std::uint32_t layers = 0, experts = 0, top_k = 0;
@@ -47,8 +50,8 @@ struct TraceStep {
     std::vector<float> weights;          // same shape
 
     std::size_t n() const { return tokens.size(); }
-    // A step of the draft model's layer (its tokens' phase is draft), whose one layer block is
-    // numbered L, one past the main layers (§5.1); every other step records main layers.
+    // A step of the draft model's layers (its tokens' phase is draft), whose layer blocks are
+    // numbered L, L + 1, ..., past the main layers (§5.1); every other step records main layers.
     bool draft() const { return !tokens.empty() && tokens.front().phase == Phase::draft; }
     // Token i's K experts in recorded layer block b.
     std::span<const std::uint16_t> selection(std::size_t block, std::size_t i, std::uint32_t k) const {

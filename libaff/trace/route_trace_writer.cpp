@@ -33,7 +33,8 @@ std::vector<std::uint8_t> encode_header(const TraceHeader& h) {
 void encode_step(const TraceHeader& h, const TraceStep& s, std::vector<std::uint8_t>& out) {
     const std::size_t n = s.n(), m = s.layers.size(), K = h.top_k;
     if (n == 0 || n > kMaxStepTokens) throw_internal("route trace: a step of " + std::to_string(n) + " tokens");
-    if (m == 0 || m > h.layers) throw_internal("route trace: a step with " + std::to_string(m) + " layers");
+    if (m == 0 || m > (s.draft() ? kMaxDraftLayers : h.layers))
+        throw_internal("route trace: a step with " + std::to_string(m) + " layers");
     if (s.experts.size() != m * n * K || s.weights.size() != m * n * K)
         throw_internal("route trace: a step's selections do not match its tokens and layers");
     const std::size_t at = out.size();
@@ -51,9 +52,9 @@ void encode_step(const TraceHeader& h, const TraceStep& s, std::vector<std::uint
     }
     for (const TraceToken& t : s.tokens)
         if ((t.phase == Phase::draft) != s.draft()) throw_internal("route trace: draft and other tokens in one step");
-    if (s.draft() && m != 1) throw_internal("route trace: a draft step of several layers");
     for (std::size_t b = 0; b < m; ++b) {
-        if ((s.draft() ? s.layers[b] != h.layers : s.layers[b] >= h.layers) || (b > 0 && s.layers[b] <= s.layers[b - 1]))
+        // A draft step's blocks are the draft layers L, L + 1, ... in order (§5.1).
+        if ((s.draft() ? s.layers[b] != h.layers + b : s.layers[b] >= h.layers) || (b > 0 && s.layers[b] <= s.layers[b - 1]))
             throw_internal("route trace: layers of a step out of range or order");
         put(q, s.layers[b], 2);
         std::uint8_t* ids = q + 4;

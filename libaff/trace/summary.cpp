@@ -115,7 +115,8 @@ TraceSummary summarize(const RouteTrace& t) {
     // The last recorded selection of each sequence in each layer, for the overlap.
     std::map<std::uint32_t, std::vector<std::vector<std::uint16_t>>> last;
     std::vector<std::uint16_t> now;
-    for (const TraceStep& st : t.steps)
+    for (const TraceStep& st : t.steps) {
+        if (st.draft()) s.draft_layers = std::max(s.draft_layers, static_cast<std::uint32_t>(st.layers.size()));
         for (std::size_t i = 0; i < st.n(); ++i) {
             const TraceToken& tok = st.tokens[i];
             Accumulator& ph = phase[static_cast<int>(tok.phase)];
@@ -143,6 +144,7 @@ TraceSummary summarize(const RouteTrace& t) {
                 prev[l] = now;
             }
         }
+    }
     s.sequences = last.size();
     s.layers = finish(h, all);
     for (int p = 0; p < kPhases; ++p)
@@ -173,9 +175,13 @@ void write_summary_text(std::ostream& out, const TraceSummary& s) {
             ++n;
         }
         if (n == 0) {
-            // The draft phase: its routing is the draft layer's (layer L), not a main layer's.
-            std::snprintf(line, sizeof line, "phase %s: %llu tokens (layer %u, the MTP layer: not in the table below)\n",
-                          to_string(p.phase), static_cast<unsigned long long>(p.tokens), h.layers);
+            // The draft phase: its routing is the draft's layers' (L, or DSpark's stages L ..), not main layers'.
+            if (s.draft_layers > 1)
+                std::snprintf(line, sizeof line, "phase %s: %llu tokens (layers %u-%u, the DSpark stages: not in the table below)\n",
+                              to_string(p.phase), static_cast<unsigned long long>(p.tokens), h.layers, h.layers + s.draft_layers - 1);
+            else
+                std::snprintf(line, sizeof line, "phase %s: %llu tokens (layer %u, the MTP layer: not in the table below)\n",
+                              to_string(p.phase), static_cast<unsigned long long>(p.tokens), h.layers);
             out << line;
             continue;
         }

@@ -42,6 +42,7 @@ struct TraceSummary {
     std::uint64_t steps = 0, token_steps = 0, sequences = 0;
     std::vector<LayerPopularity> layers;   // every token
     std::vector<PhasePopularity> phases;   // phases present, in phase order
+    std::uint32_t draft_layers = 0;        // most layer blocks of a draft step (MTP 1, DSpark 3)
 };
 
 TraceSummary summarize(const RouteTrace& trace);

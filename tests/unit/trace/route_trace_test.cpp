@@ -2,8 +2,9 @@
 // and the reader (both codecs, chunk boundaries included), and each kind of damage the spec
 // names (truncation, magic, version, out-of-range expert id, digests, reserved bits,
 // trailing bytes) is rejected with the message that names the field; draft steps (the MTP
-// layer's, layer L) round-trip, and the writer and the reader refuse layer L elsewhere,
-// main layers in a draft step and steps mixing draft and other tokens.
+// layer's, layer L; DSpark's stages, L .. L + 2) round-trip, and the writer and the reader
+// refuse layer L elsewhere, main layers or a gap in a draft step and steps mixing draft and
+// other tokens.
 #include "libaff/core/error.hpp"
 #include "libaff/core/hash.hpp"
 #include "libaff/trace/route_trace.hpp"
@@ -267,12 +268,13 @@ RouteTrace draft_trace(std::vector<TraceStep> steps) {
 
 }  // namespace
 
-TEST_CASE("a draft step records layer L alone, and nothing else may", "[trace]") {
+TEST_CASE("a draft step records layers L, L + 1, ... in order, and nothing else may", "[trace]") {
     aff::test::TempDir dir;
-    // The MTP layer's calls (formats/route-trace.md 5.1): draft steps of layer L = 2.
+    // The MTP layer's calls (formats/route-trace.md 5.1): draft steps of layer L = 2; a DSpark
+    // block: one step of its three stages, layers 2, 3, 4 (more blocks than the model's L).
     const RouteTrace t = draft_trace({step_of(3, Phase::prefill, {0, 1}), step_of(2, Phase::draft, {2}),
                                       step_of(1, Phase::draft, {2}), step_of(2, Phase::draft_verify, {0, 1}),
-                                      step_of(1, Phase::replay, {0, 1})});
+                                      step_of(1, Phase::replay, {0, 1}), step_of(5, Phase::draft, {2, 3, 4})});
     write_route_trace(dir / "d.aft", t, Compression::none);
     const RouteTrace back = read_route_trace(dir / "d.aft");
     require_equal(t, back);
@@ -280,13 +282,15 @@ TEST_CASE("a draft step records layer L alone, and nothing else may", "[trace]")
     CHECK(back.steps[1].draft());
     CHECK(back.steps[2].draft());
     CHECK(!back.steps[3].draft());
+    CHECK(back.steps[5].draft());
     CHECK(std::string(to_string(Phase::draft)) == "draft");
     CHECK(std::string(to_string(Phase::replay)) == "replay");
 
     SECTION("the writer refuses a draft step of a main layer, a main step of layer L, and a mixed step") {
         RouteTraceWriter w(dir / "x.aft", t.header);
         REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {1})), Catch::Contains("layers of a step out of range"));
-        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {1, 2})), Catch::Contains("a draft step of several layers"));
+        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {2, 4})), Catch::Contains("layers of a step out of range"));
+        REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::draft, {3})), Catch::Contains("layers of a step out of range"));
         REQUIRE_THROWS_WITH(w.add(step_of(1, Phase::decode, {2})), Catch::Contains("layers of a step out of range"));
         TraceStep mixed = step_of(2, Phase::draft, {2});
         mixed.tokens[1].phase = Phase::draft_verify;
@@ -307,7 +311,7 @@ TEST_CASE("a draft step records layer L alone, and nothing else may", "[trace]")
         REQUIRE(b[layer] == 2);
         b[layer] = 1;
         fix_digests(b, 2);
-        CHECK(error_of(b) == "t.aft: chunk 0: step 0: layer 1 in a draft step (its one layer is 2)");
+        CHECK(error_of(b) == "t.aft: chunk 0: step 0: layer 1 in a draft step (its block 0 is layer 2)");
         write_route_trace(dir / "m.aft", draft_trace({step_of(2, Phase::draft, {2})}), Compression::none);
         b = aff::test::read_all(dir / "m.aft");
         b[phase + 16] = 1;  // the second token decode
