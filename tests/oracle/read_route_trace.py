@@ -72,11 +72,9 @@ def read_steps(h, p, count, steps):
     k, at = h["k"], 0
     for _ in range(count):
         n, m = u(p, at, 4), u(p, at + 4, 2)
-        if not 1 <= n <= 65536 or not 1 <= m <= h["layers"] or u(p, at + 6, 2):
+        draft = u(p, at + 8 + 12, 1) == DRAFT  # the first token's phase: a step of the draft layers
+        if not 1 <= n <= 65536 or not 1 <= m <= (16 if draft else h["layers"]) or u(p, at + 6, 2):
             raise Reject("step header")
-        draft = u(p, at + 8 + 12, 1) == DRAFT  # the first token's phase: a step of the draft layer
-        if draft and m != 1:
-            raise Reject("a draft step of several layers")
         at += 8
         toks = []
         for _i in range(n):
@@ -86,9 +84,10 @@ def read_steps(h, p, count, steps):
             toks.append((tok, seq, pos, phase))
             at += 16
         blocks, prev = [], -1
-        for _b in range(m):
+        for blk in range(m):
             layer = u(p, at, 2)
-            if (layer != h["layers"] if draft else layer >= h["layers"]) or layer <= prev or u(p, at + 2, 2):
+            # A draft step's block blk is layer L + blk (the MTP layer L; DSpark's stages L, L + 1, L + 2).
+            if (layer != h["layers"] + blk if draft else layer >= h["layers"]) or layer <= prev or u(p, at + 2, 2):
                 raise Reject("layer block")
             prev = layer
             ids = [u(p, at + 4 + 2 * j, 2) for j in range(n * k)]
