@@ -430,6 +430,17 @@ public:
     // Projections take the GEMVs (fp32 activations) whatever the length; routing: set_route_observer.
     std::vector<float> mtp_forward(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens, MtpInput from,
                                    bool all_logits = false);
+    // A greedy draft chain on the device (temperature 0: MtpDrafter's plain guesses): the
+    // mtp_forward over next_tokens (MtpInput::trunk), whose last row's argmax (kernels/argmax.hpp,
+    // the host pick's rule) is guess 0, then k - 1 chained steps (MtpInput::own), each on the
+    // previous guess, which the argmax writes straight into the embedding's token buffer; the
+    // ring is saved before the chained steps and put back after them, mtp_position left at
+    // its value after the first call: the state exactly as MtpDrafter's chained path on
+    // mtp_forward leaves it. Returns the k guesses, the only copy to the host (one wait); with a
+    // route observer each step's routing is reported as mtp_forward's (and each step waits).
+    // 1 <= k <= the sliding window (throws usage).
+    std::vector<std::int32_t> mtp_draft_greedy(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens,
+                                               std::size_t k);
     // Empties the MTP ring (zeros, as a fresh CPU state's) and sets mtp_position.
     void mtp_restart(GpuDecodeState& mtp, std::int64_t position) const;
     // Saves the ring, or puts the saved copy back and sets mtp_position (chained guesses

@@ -130,7 +130,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
         Linear e_proj, h_proj;
         std::size_t enorm = 0, hnorm = 0, norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
         // The MTP state's buffer: ring [W, Dh], saved ring, store [W][hc, D], last output [hc, D].
-        std::size_t ring = 0, saved = 0, store = 0, out = 0, bytes = 0;
+        std::size_t ring = 0, saved = 0, store = 0, out = 0, ids = 0, bytes = 0;  // ids: a greedy chain's [W]
         std::size_t identity = 0;  // post = 1, comb = I for kScratchTokens rows: hc_post as "add e to every stream"
     } mtp;
     // layers[num_layers + s] (and state_refs[num_layers + s], its ring in the DSpark state's
@@ -320,6 +320,11 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     LayerRefs put_layer(const LayerWeights& lw, const std::string& prefix, int l, bool hash, const TensorReader* ck);
     // The MTP layer's weights and its state's layout (forward_mtp.cpp), when it can run here.
     void plan_mtp(const TensorReader* ck);
+    // One MTP call of n rows on the tokens already in tokens_dev (mtp_forward, mtp_draft_greedy):
+    // everything up to the logits of its last row (or all rows) in `logits` and the last row's
+    // streams kept for a chained call; queued, mtp_position not advanced. pos [n]: host room
+    // for the positions' upload, which must stay alive until the stream is waited on.
+    void mtp_step(GpuDecodeState& mst, int n, MtpInput from, bool all_logits, std::int32_t* pos);
     // DSpark's stages and heads and its state's layout (forward_dspark.cpp), when they can run here.
     void plan_dspark(const TensorReader* ck);
 

@@ -8,6 +8,7 @@
 // route observer the layer's routing (reported as layer num_layers: forward_routes.cpp).
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
+#include "kernels/argmax.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/rms_norm.hpp"
 
@@ -58,6 +59,7 @@ void GpuModel::Impl::plan_mtp(const TensorReader* ck) {
     mtp.saved = take(std::size_t(W) * c.head_dim);
     mtp.store = take(std::size_t(W) * hc * D);
     mtp.out = take(std::size_t(hc) * D);
+    mtp.ids = take(std::size_t(W));  // int32: a greedy chain's guesses (mtp_draft_greedy)
     mtp.bytes = at;
     has_mtp = true;  // plan_state, which runs after the weights, points state_refs[L] at mtp.ring
 }
@@ -101,54 +103,65 @@ void GpuModel::keep_streams(GpuDecodeState& mst, std::int64_t position, int from
     if (rows > first) m.stream.copy(store, x + std::size_t(first) * row, std::size_t(rows - first) * row);
 }
 
-std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const std::int32_t> next, MtpInput from,
-                                         bool all_logits) {
-    Impl& m = mtp_part(&mst, "mtp_forward");
-    const ModelConfig& c = m.c;
-    const int n = static_cast<int>(next.size()), hc = c.hc_mult, D = c.hidden_size, V = c.vocab_size,
-              W = c.sliding_window, L = c.num_layers;
-    if (n < 1 || n > W)
-        throw_usage("mtp_forward: " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
-    if (from == MtpInput::own && n != 1) throw_usage("mtp_forward: a chained call runs one token");
+namespace {
+void check_tokens(std::span<const std::int32_t> next, int V) {
     for (std::int32_t t : next)
         if (t < 0 || t >= V)
             throw_usage("token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
-    void* s = m.stream.handle();
+}
+}  // namespace
+
+void GpuModel::Impl::mtp_step(GpuDecodeState& mst, int n, MtpInput from, bool all_logits, std::int32_t* pos) {
+    const int hc = c.hc_mult, D = c.hidden_size, W = c.sliding_window, L = c.num_layers;
+    void* s = stream.handle();
     const float eps = static_cast<float>(c.rms_norm_eps);
-    m.ensure_scratch(n * hc);  // u holds the n·hc normalised streams
-    m.prefill_call = false;    // GEMVs: fp32 activations, as the trunk's short calls
-    m.steps.layer = -1;
-    std::vector<std::int32_t> pos(n);
+    ensure_scratch(n * hc);  // u holds the n·hc normalised streams
+    prefill_call = false;    // GEMVs: fp32 activations, as the trunk's short calls
+    steps.layer = -1;
     for (int t = 0; t < n; ++t) pos[t] = static_cast<std::int32_t>(mst.mtp_position + t);
-    m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
-    m.stream.copy(m.positions, pos.data(), std::size_t(n) * 4);
-    // e_proj · enorm(embed[next]) into `shared` [n, D].
-    gpu::embed(m.at<void>(m.embed.offset), m.embed.type, D, m.tokens_dev, n, 1, m.f, s);
-    rms_norm(m.f, m.at<float>(m.mtp.enorm), m.f, n, D, eps, s);
-    m.apply(m.mtp.e_proj, m.f, D, n, m.shared, D);
+    stream.copy(positions, pos, std::size_t(n) * 4);
+    // e_proj · enorm(embed[next]) into `shared` [n, D]; the tokens are in tokens_dev.
+    gpu::embed(at<void>(embed.offset), embed.type, D, tokens_dev, n, 1, f, s);
+    rms_norm(f, at<float>(mtp.enorm), f, n, D, eps, s);
+    apply(mtp.e_proj, f, D, n, shared, D);
     // hnorm of every stream of H into u [n·hc, D], then h_proj into x [n, hc, D].
     const std::size_t row = std::size_t(hc) * D;
     const float* base = mst.mtp.as<float>();
     if (from == MtpInput::own) {
-        rms_norm(base + m.mtp.out / 4, m.at<float>(m.mtp.hnorm), m.u, hc, D, eps, s);
+        rms_norm(base + mtp.out / 4, at<float>(mtp.hnorm), u, hc, D, eps, s);
     } else {
         const int slot = int(mst.mtp_position % W), first = std::min(n, W - slot);
-        const float* store = base + m.mtp.store / 4;
-        rms_norm(store + std::size_t(slot) * row, m.at<float>(m.mtp.hnorm), m.u, first * hc, D, eps, s);
+        const float* store = base + mtp.store / 4;
+        rms_norm(store + std::size_t(slot) * row, at<float>(mtp.hnorm), u, first * hc, D, eps, s);
         if (n > first)
-            rms_norm(store, m.at<float>(m.mtp.hnorm), m.u + std::size_t(first) * row, (n - first) * hc, D, eps, s);
+            rms_norm(store, at<float>(mtp.hnorm), u + std::size_t(first) * row, (n - first) * hc, D, eps, s);
     }
-    m.apply(m.mtp.h_proj, m.u, D, n * hc, m.x, D);
-    const float* identity = m.at<float>(m.mtp.identity);
-    hc_post(m.x, m.shared, identity, identity + std::size_t(W) * hc, n, D, s, hc);
+    apply(mtp.h_proj, u, D, n * hc, x, D);
+    const float* identity = at<float>(mtp.identity);
+    hc_post(x, shared, identity, identity + std::size_t(W) * hc, n, D, s, hc);
     // The layer, with the trunk's code, on the MTP state's ring; its hyper head and norm.
     const Seq seq{mst.mtp.as<std::uint8_t>(), mst.mtp_position, n, 0, nullptr};
-    const bool pending = m.run_layer(L, std::span<const Seq>(&seq, 1), n, false, nullptr);
-    m.steps.layer = -1;
+    const bool pending = run_layer(L, std::span<const Seq>(&seq, 1), n, false, nullptr);
+    steps.layer = -1;
     const int first = all_logits ? 0 : n - 1;
-    m.run_head(n, first, pending, m.mtp.hc_head_fn, m.mtp.hc_head_base, m.mtp.hc_head_scale, m.mtp.norm);
+    run_head(n, first, pending, mtp.hc_head_fn, mtp.hc_head_base, mtp.hc_head_scale, mtp.norm);
     // run_head leaves x expanded: the last row is the next chained call's H.
-    m.stream.copy(mst.mtp.as<std::uint8_t>() + m.mtp.out, m.x + std::size_t(n - 1) * row, row * 4);
+    stream.copy(mst.mtp.as<std::uint8_t>() + mtp.out, x + std::size_t(n - 1) * row, row * 4);
+}
+
+std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const std::int32_t> next, MtpInput from,
+                                         bool all_logits) {
+    Impl& m = mtp_part(&mst, "mtp_forward");
+    const ModelConfig& c = m.c;
+    const int n = static_cast<int>(next.size()), V = c.vocab_size, W = c.sliding_window;
+    if (n < 1 || n > W)
+        throw_usage("mtp_forward: " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
+    if (from == MtpInput::own && n != 1) throw_usage("mtp_forward: a chained call runs one token");
+    check_tokens(next, V);
+    std::vector<std::int32_t> pos(n);
+    m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
+    m.mtp_step(mst, n, from, all_logits, pos.data());
+    const int first = all_logits ? 0 : n - 1;
     std::vector<float> out(std::size_t(n - first) * V);
     m.stream.copy(out.data(), m.logits, out.size() * 4);
     // Observed: the MTP layer's routing, still in the router's outputs (run_head routes
@@ -161,6 +174,55 @@ std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const st
     if (routes_) m.report_mtp_routes(*routes_, next, mst.mtp_position);  // before advancing, as the CPU's layer reports
     mst.mtp_position += n;
     return out;
+}
+
+std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::span<const std::int32_t> next,
+                                                     std::size_t k) {
+    Impl& m = mtp_part(&mst, "mtp_draft_greedy");
+    const ModelConfig& c = m.c;
+    const int n = static_cast<int>(next.size()), V = c.vocab_size, W = c.sliding_window;
+    if (n < 1 || n > W)
+        throw_usage("mtp_draft_greedy: " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
+    if (k < 1 || k > std::size_t(W))
+        throw_usage("mtp_draft_greedy: " + std::to_string(k) + " guesses (1.." + std::to_string(W) + ")");
+    check_tokens(next, V);
+    std::int32_t* ids = reinterpret_cast<std::int32_t*>(mst.mtp.as<std::uint8_t>() + m.mtp.ids);
+    // One positions array a step: the uploads are queued from pageable memory, read by the
+    // time of the one wait at the end.
+    std::vector<std::int32_t> pos(std::size_t(n) + k - 1);
+    // Observed routing is reported with the tokens on the host, as mtp_forward's: then each
+    // step waits for its guess (the route observer is a tracing run's, not the fast path).
+    std::vector<std::int32_t> host_ids(k);
+    auto drain = [&](std::span<const std::int32_t> tokens) {
+        m.mtp_routes.drain(m.route_ids, m.route_w, int(tokens.size()), c.experts_per_token, m.stream);
+        m.stream.synchronize();
+        m.report_mtp_routes(*routes_, tokens, mst.mtp_position);
+    };
+    m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
+    m.mtp_step(mst, n, MtpInput::trunk, false, pos.data());
+    // The guess straight into the token buffer the next step's embedding reads.
+    argmax_rows(m.logits, 1, V, V, ids, m.stream.handle(), m.tokens_dev);
+    if (routes_) drain(next);
+    mst.mtp_position += n;
+    const std::int64_t after = mst.mtp_position;
+    if (k > 1) {
+        // As MtpDrafter's chained path: the ring rows of the guesses are the trunk's to decide.
+        mtp_save_ring(mst);
+        for (std::size_t j = 1; j < k; ++j) {
+            m.mtp_step(mst, 1, MtpInput::own, false, pos.data() + n + j - 1);
+            argmax_rows(m.logits, 1, V, V, ids + j, m.stream.handle(), m.tokens_dev);
+            if (routes_) {
+                m.stream.copy(host_ids.data() + j - 1, ids + j - 1, 4);  // this step's input token
+                m.stream.synchronize();
+                drain(std::span<const std::int32_t>(host_ids).subspan(j - 1, 1));
+            }
+            mst.mtp_position += 1;
+        }
+        mtp_restore_ring(mst, after);
+    }
+    m.stream.copy(host_ids.data(), ids, k * 4);
+    m.stream.synchronize();
+    return host_ids;
 }
 
 void GpuModel::mtp_restart(GpuDecodeState& mst, std::int64_t position) const {

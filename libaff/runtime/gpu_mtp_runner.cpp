@@ -33,6 +33,12 @@ public:
         const std::int32_t one[1] = {token};
         return model_.mtp_forward(state_, one, gpu::MtpInput::own);
     }
+    bool greedy_chain(std::span<const std::int32_t> next_tokens, std::size_t k,
+                      std::vector<std::int32_t>& guesses) override {
+        if (k > window()) return false;  // the chain's id buffer holds a window
+        guesses = model_.mtp_draft_greedy(state_, next_tokens, k);
+        return true;
+    }
     void save_ring() override { model_.mtp_save_ring(state_); }
     void restore_ring(std::int64_t position) override { model_.mtp_restore_ring(state_, position); }
     std::vector<float> ring() const override { return model_.mtp_ring(state_); }

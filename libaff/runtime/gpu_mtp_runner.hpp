@@ -1,7 +1,9 @@
 // The MTP runner (mtp_runner.hpp) of the GPU sequence (gpu_sequence.hpp): GpuModel::mtp_forward
 // on an MTP state of its own (GpuModel::new_mtp_state), the stream store in that state's device
 // buffer, filled device to device from each trunk call's final streams (GpuModel::keep_streams)
-// while the sequence reports the call. Per draft token only its logits row comes to the host.
+// while the sequence reports the call. A greedy proposal's chain runs on the device, only the
+// guesses' ids coming to the host (greedy_chain: GpuModel::mtp_draft_greedy); a sampled one's
+// steps bring their logits rows (the drafter's sampler draws on the host).
 // Always declared; in a build without GPU support there is no GPU sequence to draft on.
 #pragma once
 

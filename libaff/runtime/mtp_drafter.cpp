@@ -87,7 +87,14 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
     const std::size_t n = std::size_t(P - first);
     const std::size_t V = runner_->vocab_size();
     if (sampler_) q_.resize(max_tokens_ * V);
-    std::vector<float> logits = runner_->run(context.subspan(std::size_t(first + 1 - base), n));
+    const std::span<const std::int32_t> next = context.subspan(std::size_t(first + 1 - base), n);
+    std::vector<std::int32_t> chained;
+    if (!sampler_ && runner_->greedy_chain(next, max_tokens_, chained)) {
+        // Plain guesses, picked where the runner runs: the same chain as the loop below.
+        guesses_ = chained.size();
+        return chained;
+    }
+    std::vector<float> logits = runner_->run(next);
     std::vector<std::int32_t> guesses{pick(logits, 0)};
     if (max_tokens_ > 1) {
         // Further guesses chain the layer on its own streams; the ring rows they write are

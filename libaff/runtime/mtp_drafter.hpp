@@ -17,7 +17,9 @@
 // same ring. After a restored prefix (the server's prefix cache) the streams of the prefix
 // are not there: the first window of drafts is then weaker, never wrong.
 //
-// At temperature 0 the guesses are the MTP logits' argmax, plain guesses (drafter.hpp); else
+// At temperature 0 the guesses are the MTP logits' argmax, plain guesses (drafter.hpp), and a
+// runner that can pick them on its own side runs the whole chain there (MtpRunner::greedy_chain:
+// on the GPU no logits row crosses the bus, only the guesses' ids); else
 // each is drawn with the generation's sampling parameters (its own seeded sampler) and its
 // distribution handed to the loop for speculative acceptance.
 #pragma once

@@ -51,6 +51,17 @@ public:
     // trunk has not confirmed).
     virtual void save_ring() = 0;
     virtual void restore_ring(std::int64_t position) = 0;
+    // A greedy chain in one call, where the backend can pick on its own side: what run(next_tokens)
+    // then, for k > 1, save_ring, k - 1 chain()s on the previous guess and restore_ring at the
+    // position after the run leave, with each guess its logits' argmax (ties: the lower id; the
+    // drafter's greedy pick), the k guesses into `guesses`; true. False (nothing run) where the
+    // backend has no such path: the drafter then runs the steps itself. The GPU's runs the
+    // chain on the device, one copy of k ids to the host (GpuModel::mtp_draft_greedy).
+    virtual bool greedy_chain(std::span<const std::int32_t> next_tokens, std::size_t k,
+                              std::vector<std::int32_t>& guesses) {
+        (void)next_tokens, (void)k, (void)guesses;
+        return false;
+    }
     // The ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring() const = 0;
 };

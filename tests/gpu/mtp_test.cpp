@@ -9,6 +9,10 @@
 //   - greedy generation with drafts (k = 1 and 3, three prompts, default options: verify calls
 //     of up to 4 tokens take the GEMVs) gives the tokens of generation without, token for
 //     token (0 differing), and the logits within kVerifyMaxNmse of the single steps';
+//   - the greedy chain on the device (GpuModel::mtp_draft_greedy, kernels/argmax.hpp) against
+//     the same runner with host picks: every proposal's ids equal (three prompts, k = 1..5
+//     and 8), the tokens a generation's without drafts, the MTP position and ring after equal
+//     bit for bit;
 //   - after a generation with rejections (k = 4, greedy and sampled), the drafter's ring is a
 //     fresh MTP run's over the same trunk positions, within kMtpMaxNmse (a ring row left by a
 //     rejected chained guess would differ by O(1));
@@ -160,6 +164,56 @@ void greedy_identity(const std::string& name, const aff::Model& cpu, const aff::
             add(rows, "mtp", what + ": drafts were verified", drafted.stats.drafted_tokens > 0 ? 0.0 : 1.0, 0.0);
         }
     }
+}
+
+// The greedy chain on the device (MtpRunner::greedy_chain: GpuModel::mtp_draft_greedy) against
+// the same GPU runner with the guesses picked on the host (HostPicks): two sequences generating
+// the same greedy text, each proposal's ids equal one for one, the tokens equal to a generation
+// without drafts, and after it the MTP position and ring the host chain's bit for bit (the same
+// calls on the same inputs: only where the argmax runs differs).
+void device_chain(const std::string& name, const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
+    const int V = cpu.config().vocab_size;
+    for (int p = 0; p < 3; ++p) {
+        aff::GenerateOptions opt;
+        opt.prompt = random_tokens(5 + 11 * p, V);
+        opt.max_new_tokens = 30;
+        opt.sampling.temperature = 0;
+        auto plain_seq = aff::make_gpu_sequence(cpu, &ck, aff::gpu::GpuOptions{});
+        const Outcome plain = generate_on(*plain_seq, opt, nullptr);
+        for (std::size_t k : {1, 2, 3, 4, 5, 8}) {
+            auto dev_seq = aff::make_gpu_sequence(cpu, &ck, aff::gpu::GpuOptions{});
+            auto host_seq = aff::make_gpu_sequence(cpu, &ck, aff::gpu::GpuOptions{});
+            auto dev = gpu_drafter(*dev_seq, k);
+            auto host = host_pick_drafter(*host_seq, k);
+            Recording dev_rec(*dev), host_rec(*host);
+            const Outcome d = generate_on(*dev_seq, opt, &dev_rec);
+            const Outcome h = generate_on(*host_seq, opt, &host_rec);
+            const std::string what = name + " prompt " + std::to_string(p) + " k=" + std::to_string(k);
+            long long ids = dev_rec.proposals.size() == host_rec.proposals.size() ? 0 : 1000;
+            std::size_t guesses = 0;
+            for (std::size_t i = 0; i < std::min(dev_rec.proposals.size(), host_rec.proposals.size()); ++i) {
+                ids += dev_rec.proposals[i] != host_rec.proposals[i];
+                guesses += dev_rec.proposals[i].size();
+            }
+            add(rows, "mtp", what + ": device chain's proposals vs the host picks' (" +
+                                 std::to_string(dev_rec.proposals.size()) + " proposals, " + std::to_string(guesses) +
+                                 " guesses), differing",
+                guesses > 0 ? double(ids) : 1.0, 0.0);
+            long long diff = d.tokens.size() == plain.tokens.size() ? 0 : 1000;
+            for (std::size_t i = 0; i < std::min(d.tokens.size(), plain.tokens.size()); ++i) diff += d.tokens[i] != plain.tokens[i];
+            add(rows, "mtp", what + ": greedy tokens with device-chain drafts vs without, differing", double(diff), 0.0);
+            add(rows, "mtp", what + ": MTP position and ring after, device chain vs host picks (floats differing)",
+                dev->position() == host->position() ? double(differing(dev->ring(), host->ring())) : 1e9, 0.0);
+        }
+    }
+    // The entry's own bounds.
+    aff::gpu::GpuModel g(cpu, &ck, aff::gpu::GpuOptions{});
+    aff::gpu::GpuDecodeState m = g.new_mtp_state();
+    const std::int32_t one[1] = {1};
+    add(rows, "mtp", name + ": mtp_draft_greedy with k = 0 or k > the window: usage errors",
+        usage_error([&] { g.mtp_draft_greedy(m, one, 0); }) +
+            usage_error([&] { g.mtp_draft_greedy(m, one, std::size_t(cpu.config().sliding_window) + 1); }),
+        0.0);
 }
 
 void ring_after_rejections(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
@@ -318,6 +372,7 @@ AFF_DEVICE_TEST("mtp") {
             const aff::Checkpoint ck(dir);
             compare_mtp(name, *cpu, ck, rows);
             greedy_identity(name, *cpu, ck, rows);
+            device_chain(name, *cpu, ck, rows);
             if (std::string(name) == "tiny-trained") {
                 ring_after_rejections(*cpu, ck, rows);
                 // Dense expert stacks have no extents to keep in host memory: ram is refused.
