@@ -213,6 +213,12 @@ struct GpuDsparkState {
     bool has_block = false;
 };
 
+// A greedy DSpark chain's result (GpuModel::dspark_greedy): the guesses and their confidences.
+struct DsparkGreedy {
+    std::vector<std::int32_t> ids;
+    std::vector<float> confidences;
+};
+
 // Where the MTP layer's streams come from (GpuModel::mtp_forward).
 enum class MtpInput {
     trunk,  // the trunk's streams of positions mtp_position.., from the state's store (keep_streams)
@@ -467,6 +473,13 @@ public:
     // in host memory; and row i of y (for Model::dspark_confidence).
     std::vector<float> dspark_guess_logits(GpuDsparkState& st, std::size_t i, std::int32_t prev);
     std::vector<float> dspark_y(const GpuDsparkState& st, std::size_t i) const;
+    // The greedy chain of the last block on the device (temperature 0: the drafter's plain
+    // guesses), `count` guesses (1..γ): guess i is the argmax (kernels/argmax.hpp: the host
+    // pick's rule) of dspark_guess_logits(st, i, prev_i), prev_0 = anchor (the block's) and
+    // prev_i = guess i - 1, its id fed to the next gather on the device; confidence i is
+    // Model::dspark_confidence(y_i, prev_i), its dot one GEMV on the device (the sigmoid on the
+    // host), so within fp32 reordering of the host's D + r products. One copy to the host.
+    DsparkGreedy dspark_greedy(GpuDsparkState& st, std::int32_t anchor, std::size_t count);
     // Stage s's ring [W, Dh] in host memory (tests).
     std::vector<float> dspark_ring(const GpuDsparkState& st, std::size_t stage) const;
     // Whether the stages' routed experts are in host memory (DraftPlacement ram, or automatic

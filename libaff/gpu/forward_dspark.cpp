@@ -11,10 +11,16 @@
 // correction of a guess is one GEMV of markov_w2 over markov_w1[prev] (its row copied from the
 // host) added to the logits row, and only that row comes back; the confidence head is a dot
 // over D + r floats, done by the caller on the host from dspark_y's row (Model::dspark_confidence,
-// the CPU's own arithmetic).
+// the CPU's own arithmetic). That is the sampled path's, whose draws are the host's. At
+// temperature 0 dspark_greedy runs the whole chain on the device instead: markov_w1 is on the
+// device too, each guess's row gathered by the previous guess's id, the corrected row's argmax
+// (kernels/argmax.hpp) the next prev, and the confidence head one GEMV over [y_i | w1[prev]];
+// only the ids and the heads' γ floats come back, in one copy.
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "libaff/gpu/forward_rope.hpp"
+#include "libaff/model/ops.hpp"
+#include "kernels/argmax.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/rms_norm.hpp"
@@ -48,6 +54,8 @@ void GpuModel::Impl::plan_dspark(const TensorReader* ck) {
     dspark.hc_head_base = put_vec(w.hc_head.base);
     dspark.hc_head_scale = put_vec(w.hc_head.scale);
     dspark.markov_w2 = put_dense(w.markov_w2, plan.dense_bytes);
+    dspark.markov_w1 = put_dense(w.markov_w1, plan.dense_bytes);  // exact: bf16 only where the values are
+    dspark.confidence = put_dense(w.confidence, plan.dense_bytes);
     // Not put_vec: that keeps a reference to its vector until the arena's upload, and a
     // temporary is gone by then (the tiered load's first device run read freed memory here).
     dspark.ones = reserve(2 * sizeof(float), plan.dense_bytes);
@@ -72,6 +80,9 @@ void GpuModel::Impl::plan_dspark(const TensorReader* ck) {
     dspark.w1 = take(std::size_t(w.markov_w1.cols));
     dspark.correction = take(V);
     dspark.row = take(V);
+    dspark.ids = take(std::size_t(g) + 1);
+    dspark.conf_in = take(D + std::size_t(w.markov_w1.cols));
+    dspark.z = take(std::size_t(g));
     dspark.bytes = at;
     has_dspark = true;  // plan_state, which runs after the weights, points state_refs[L + s] at the rings
 }
@@ -218,6 +229,47 @@ std::vector<float> GpuModel::dspark_guess_logits(GpuDsparkState& st, std::size_t
     std::vector<float> out(static_cast<std::size_t>(V));
     m.stream.copy(out.data(), row, out.size() * 4);
     m.stream.synchronize();
+    return out;
+}
+
+DsparkGreedy GpuModel::dspark_greedy(GpuDsparkState& st, std::int32_t anchor, std::size_t count) {
+    Impl& m = dspark_part(&st, "dspark_greedy");
+    const ModelConfig& c = m.c;
+    const int V = c.vocab_size, D = c.hidden_size, r = m.dspark.markov_w1.cols;
+    if (!st.has_block || count < 1 || count > std::size_t(c.dspark.block_size))
+        throw_internal("dspark_greedy: no block, or guesses outside 1..γ");
+    if (anchor < 0 || anchor >= V) throw_internal("dspark_greedy: bad token");
+    void* s = m.stream.handle();
+    std::uint8_t* b = st.device.as<std::uint8_t>();
+    std::int32_t* ids = reinterpret_cast<std::int32_t*>(b + m.dspark.ids);
+    float* in = reinterpret_cast<float*>(b + m.dspark.conf_in);
+    float* x = in + D;  // markov_w1[prev]: the Markov GEMV's input and the confidence head's tail
+    float* corr = reinterpret_cast<float*>(b + m.dspark.correction);
+    float* row = reinterpret_cast<float*>(b + m.dspark.row);
+    float* z = reinterpret_cast<float*>(b + m.dspark.z);
+    const float* ones = m.at<float>(m.dspark.ones);
+    const std::int32_t first = anchor;  // alive until the wait below (a pageable source)
+    m.stream.copy(ids, &first, 4);
+    for (std::size_t i = 0; i < count; ++i) {
+        // markov_w1[ids[i]] gathered on the device (a copy: the host path's row exactly).
+        gpu::embed(m.at<void>(m.dspark.markov_w1.offset), m.dspark.markov_w1.type, r, ids + i, 1, 1, x, s);
+        // z_i = proj · [y_i | markov_w1[prev]] (the sigmoid on the host, Model's own).
+        m.stream.copy(in, b + m.dspark.y + i * std::size_t(D) * 4, std::size_t(D) * 4);
+        m.dense_rows(m.at<void>(m.dspark.confidence.offset), m.dspark.confidence.type, 1, D + r, in, D + r, 1, z + i, 1);
+        // The Markov-corrected row as dspark_guess_logits's, then its argmax: the next prev.
+        m.dense_rows(m.at<void>(m.dspark.markov_w2.offset), m.dspark.markov_w2.type, V, r, x, r, 1, corr, V);
+        m.stream.copy(row, b + m.dspark.logits + i * std::size_t(V) * 4, std::size_t(V) * 4);
+        hc_post(row, corr, ones, ones + 1, 1, V, s, 1);
+        argmax_rows(row, 1, V, V, ids + i + 1, s);
+    }
+    DsparkGreedy out;
+    out.ids.resize(count);
+    std::vector<float> zs(count);
+    m.stream.copy(out.ids.data(), ids + 1, count * 4);
+    m.stream.copy(zs.data(), z, count * 4);
+    m.stream.synchronize();
+    out.confidences.resize(count);
+    for (std::size_t i = 0; i < count; ++i) out.confidences[i] = ops::sigmoid(zs[i]);
     return out;
 }
 

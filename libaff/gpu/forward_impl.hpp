@@ -142,12 +142,17 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
         Linear main_proj;
         std::size_t main_norm = 0, norm = 0, hc_head_fn = 0, hc_head_base = 0, hc_head_scale = 0;
         DenseRef markov_w2;  // [V, r]: the r → V projection of markov_w1[prev]
+        DenseRef markov_w1;  // [V, r]: the rows gathered on the device by a greedy chain (dspark_greedy)
+        DenseRef confidence;  // [1, D + r]: the confidence head's proj
         std::size_t ones = 0;  // {1, 1}: hc_post's post and comb for one stream, "add f to x"
         // The DSpark state's buffer: the rings, the ring fill's scratch (kDsparkChunk positions
         // a pass: taps, ctx, kv), the block's logits [γ, V] and y [γ, D], the Markov row's
         // input [r], correction [V] and result [V].
         std::vector<std::size_t> rings;
-        std::size_t taps = 0, ctx = 0, kv = 0, logits = 0, y = 0, w1 = 0, correction = 0, row = 0, bytes = 0;
+        // A greedy chain's: ids [γ + 1] (the anchor, then the guesses: guess i's prev is ids[i]),
+        // the confidence head's input [D + r] (y_i, then markov_w1[prev], the Markov input) and z [γ].
+        std::size_t taps = 0, ctx = 0, kv = 0, logits = 0, y = 0, w1 = 0, correction = 0, row = 0, ids = 0, conf_in = 0,
+                    z = 0, bytes = 0;
     } dspark;
     static constexpr int kDsparkChunk = 64;  // ring-fill positions a pass (at most kScratchTokens)
     // While a draft block runs its stages: the first ring position its attention sees

@@ -96,6 +96,20 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     std::vector<std::int32_t> guesses;
     std::int32_t prev = context.back();
     float survival = 1.0f;
+    std::vector<std::int32_t> chain;
+    std::vector<float> chain_c;
+    if (!sampler_ && runner_->greedy(prev, max_tokens_, chain, chain_c)) {
+        // Plain guesses, the whole chain picked where the runner runs; the cut below only
+        // truncates it, as the loop's would (each guess follows the one before either way).
+        for (std::size_t i = 0; i < chain.size(); ++i) {
+            confidences_.push_back(chain_c[i]);
+            survival *= chain_c[i];
+            if (i > 0 && survival < min_survival_) break;
+            guesses.push_back(chain[i]);
+        }
+        guesses_ = guesses.size();
+        return guesses;
+    }
     for (std::size_t i = 0; i < max_tokens_; ++i) {
         const float c = runner_->confidence(i, prev);
         confidences_.push_back(c);

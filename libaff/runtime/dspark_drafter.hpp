@@ -24,7 +24,9 @@
 // always), up to min(γ, max_tokens).
 //
 // At temperature 0 the guesses are the Markov-corrected logits' argmax, plain guesses
-// (drafter.hpp); else each is drawn with the generation's sampling parameters (its own seeded
+// (drafter.hpp), and a runner that can pick them on its own side computes all min(γ,
+// max_tokens) of them and their confidences in one call (DsparkRunner::greedy: on the GPU's
+// device stages no logits row crosses the bus), the cut then applied here; else each is drawn with the generation's sampling parameters (its own seeded
 // sampler) and its distribution handed to the loop for speculative acceptance. Either way
 // the next guess's Markov correction follows the guess made.
 #pragma once

@@ -48,6 +48,17 @@ public:
     // guess i (Model::dspark_markov), and guess i's confidence (Model::dspark_confidence).
     virtual std::vector<float> guess_logits(std::size_t i, std::int32_t prev) = 0;
     virtual float confidence(std::size_t i, std::int32_t prev) = 0;
+    // The greedy chain of the last block in one call, where the backend can pick on its own
+    // side: `count` guesses, guess i the argmax (ties: the lower id) of guess_logits(i, prev_i),
+    // prev_0 = `anchor` (the block's) and prev_i = guess i - 1, into ids, and confidence(i,
+    // prev_i) into confidences (within the backend's rounding); true. False (nothing run) where
+    // the backend has no such path: the drafter then runs the per-guess calls. The GPU's device
+    // stages run the chain on the device (GpuModel::dspark_greedy).
+    virtual bool greedy(std::int32_t anchor, std::size_t count, std::vector<std::int32_t>& ids,
+                        std::vector<float>& confidences) {
+        (void)anchor, (void)count, (void)ids, (void)confidences;
+        return false;
+    }
     // Stage s's ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring(std::size_t stage) const = 0;
     // Where the stages run, for the drafter's start-up line: "stages on the CPU", or on the

@@ -58,6 +58,13 @@ public:
     float confidence(std::size_t i, std::int32_t prev) override {
         return model_.dspark_confidence(gpu_.dspark_y(state_, i), prev);
     }
+    bool greedy(std::int32_t anchor, std::size_t count, std::vector<std::int32_t>& ids,
+                std::vector<float>& confidences) override {
+        gpu::DsparkGreedy g = gpu_.dspark_greedy(state_, anchor, count);
+        ids = std::move(g.ids);
+        confidences = std::move(g.confidences);
+        return true;
+    }
     std::vector<float> ring(std::size_t stage) const override { return gpu_.dspark_ring(state_, stage); }
     std::string stages() const override {
         return std::string("stages on the GPU, their routed experts in ") + (gpu_.dspark_experts_in_host() ? "RAM" : "VRAM");

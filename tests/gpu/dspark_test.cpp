@@ -20,6 +20,9 @@
 //     generation without, token for token, and the logits within kVerifyMaxNmse of the single
 //     steps'; after it, the drafter's rings are a fresh CPU build's over the trunk's positions
 //     within kStageMaxNmse; the same once with host stages (k = 3: the fallback path);
+//   - the greedy chain on the device (device_chain) against the per-guess calls with host
+//     picks on the same stages: ids equal, confidences within kConfidenceMaxDiff, proposals in
+//     generation equal, tokens those without drafts, rings after equal bit for bit;
 //   - a codebook-stored model (the wide geometry with DSpark stages, quantised with its draft
 //     container): the stages on the device, their experts in VRAM and, on a tiered trunk (two
 //     slab slots), in RAM and in VRAM: greedy tokens with drafts those of the resident trunk
@@ -28,6 +31,7 @@
 //     so); --draft-placement with the stages on the host is refused with one reason, and
 //     accepted with them on the device.
 #include "device_test.hpp"
+#include "recording_drafter.hpp"
 #include "wide_container.hpp"
 
 #include "../common/dspark_helpers.hpp"
@@ -43,6 +47,7 @@
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/model/forward.hpp"
+#include "libaff/runtime/draft_sampling.hpp"
 #include "libaff/runtime/dspark_drafter.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/gpu_dspark_runner.hpp"
@@ -53,6 +58,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -221,6 +227,124 @@ void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vect
     }
 }
 
+// A runner that forwards every call to `inner` but greedy: the drafter then runs the per-guess
+// calls and picks each guess on the host (the path before the device chain), on the same stages.
+class HostPicks final : public aff::DsparkRunner {
+public:
+    explicit HostPicks(std::unique_ptr<aff::DsparkRunner> inner) : inner_(std::move(inner)) {}
+    const aff::ModelConfig& config() const override { return inner_->config(); }
+    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
+    void listen(aff::TapListener* l) override { inner_->listen(l); }
+    std::int64_t position() const override { return inner_->position(); }
+    void restart(std::int64_t position) override { inner_->restart(position); }
+    void extend(std::span<const float> taps) override { inner_->extend(taps); }
+    void block(std::int32_t anchor) override { inner_->block(anchor); }
+    std::vector<float> guess_logits(std::size_t i, std::int32_t prev) override { return inner_->guess_logits(i, prev); }
+    float confidence(std::size_t i, std::int32_t prev) override { return inner_->confidence(i, prev); }
+    std::vector<float> ring(std::size_t stage) const override { return inner_->ring(stage); }
+    std::string stages() const override { return inner_->stages(); }
+
+private:
+    std::unique_ptr<aff::DsparkRunner> inner_;
+};
+
+constexpr double kConfidenceMaxDiff = 1e-5;  // the head's D + r products in another fp32 order, then a sigmoid
+
+// The greedy chain on the device (DsparkRunner::greedy: GpuModel::dspark_greedy) against the
+// per-guess calls with host picks on the same device stages:
+//   - one block, three prompts, every count 1..γ: the ids equal the host chain's, the
+//     confidences within kConfidenceMaxDiff of the host's (Model::dspark_confidence over the
+//     block's y row);
+//   - generation, k = 1..5, the default survival cut (0.25, so proposals are cut short): each
+//     proposal's ids equal (a confidence product within 1e-5 of the threshold could cut one
+//     differently: not met on these prompts, and the tokens could not differ anyway), the
+//     tokens those without drafts, and the rings and their position after equal bit for bit.
+void device_chain(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
+    const aff::ModelConfig& c = cpu.config();
+    const int V = c.vocab_size, g = c.dspark.block_size;
+    for (int p = 0; p < 3; ++p) {
+        auto seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
+        std::string why;
+        std::unique_ptr<aff::DsparkRunner> runner = aff::make_gpu_dspark_runner(cpu, *seq, why);
+        if (!runner) {
+            rows.push_back({"dspark", "device chain: no GPU DSpark runner: " + why, INFINITY, 0.0, false});
+            return;
+        }
+        const std::vector<std::int32_t> toks = random_tokens(9 + 7 * p, V);
+        {
+            aff::test::RingFeed feed(*runner, nullptr, nullptr);
+            seq->forward(toks, false);
+        }
+        const std::int32_t anchor = toks.back();
+        runner->block(anchor);
+        // The host chain: the per-guess calls, picked with the drafters' rule.
+        std::vector<std::int32_t> want;
+        std::vector<float> want_c;
+        std::optional<aff::Sampler> none;
+        std::int32_t prev = anchor;
+        for (int i = 0; i < g; ++i) {
+            want_c.push_back(runner->confidence(std::size_t(i), prev));
+            prev = aff::draft_pick(none, runner->guess_logits(std::size_t(i), prev), {});
+            want.push_back(prev);
+        }
+        for (int count = 1; count <= g; ++count) {
+            std::vector<std::int32_t> ids;
+            std::vector<float> conf;
+            const bool ran = runner->greedy(anchor, std::size_t(count), ids, conf);
+            const std::string what = "device chain, prompt " + std::to_string(p) + ", " + std::to_string(count) + " guesses";
+            long long differ = ran && ids.size() == std::size_t(count) && conf.size() == std::size_t(count) ? 0 : 1000;
+            double worst = 0;
+            for (std::size_t i = 0; i < std::min<std::size_t>(ids.size(), std::size_t(count)); ++i) {
+                differ += ids[i] != want[i];
+                worst = std::max(worst, std::fabs(double(conf[i]) - want_c[i]));
+            }
+            add(rows, "dspark", what + ": ids vs the host chain's, differing", double(differ), 0.0);
+            add(rows, "dspark", what + ": confidences vs the host's (worst abs diff)", differ ? 1.0 : worst,
+                kConfidenceMaxDiff);
+        }
+    }
+    aff::GenerateOptions opt;
+    opt.prompt = random_tokens(12, V);
+    opt.max_new_tokens = 30;
+    opt.sampling.temperature = 0;
+    auto plain_seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
+    const Outcome plain = generate_on(*plain_seq, opt, nullptr);
+    for (std::size_t k : {1, 2, 3, 4, 5}) {
+        auto dev_seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
+        auto host_seq = aff::make_gpu_sequence(cpu, &ck, gemv_options());
+        std::string why;
+        auto dev_runner = aff::make_gpu_dspark_runner(cpu, *dev_seq, why);
+        auto host_runner = aff::make_gpu_dspark_runner(cpu, *host_seq, why);
+        if (!dev_runner || !host_runner) {
+            rows.push_back({"dspark", "device chain: no GPU DSpark runner: " + why, INFINITY, 0.0, false});
+            return;
+        }
+        aff::DsparkDrafter dev(std::move(dev_runner), k);
+        aff::DsparkDrafter host(std::make_unique<HostPicks>(std::move(host_runner)), k);
+        Recording dev_rec(dev), host_rec(host);
+        const Outcome d = generate_on(*dev_seq, opt, &dev_rec);
+        generate_on(*host_seq, opt, &host_rec);
+        const std::string what = "device chain, k=" + std::to_string(k);
+        long long ids = dev_rec.proposals.size() == host_rec.proposals.size() ? 0 : 1000;
+        std::size_t guesses = 0;
+        for (std::size_t i = 0; i < std::min(dev_rec.proposals.size(), host_rec.proposals.size()); ++i) {
+            ids += dev_rec.proposals[i] != host_rec.proposals[i];
+            guesses += dev_rec.proposals[i].size();
+        }
+        add(rows, "dspark", what + ": proposals vs the host picks' (" + std::to_string(dev_rec.proposals.size()) +
+                                " proposals, " + std::to_string(guesses) + " guesses), differing",
+            guesses > 0 ? double(ids) : 1.0, 0.0);
+        long long diff = d.tokens.size() == plain.tokens.size() ? 0 : 1000;
+        for (std::size_t i = 0; i < std::min(d.tokens.size(), plain.tokens.size()); ++i) diff += d.tokens[i] != plain.tokens[i];
+        add(rows, "dspark", what + ": greedy tokens with device-chain drafts vs without, differing", double(diff), 0.0);
+        long long ring = dev.runner().position() == host.runner().position() ? 0 : 1000000000;
+        for (std::size_t s = 0; s < cpu.weights().dspark.stages.size(); ++s)
+            ring += differing(dev.runner().ring(s), host.runner().ring(s));
+        add(rows, "dspark", what + ": rings and position after, device chain vs host picks (floats differing)", double(ring),
+            0.0);
+    }
+}
+
 bool says(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // The wide geometry (wide_container.hpp: D = I = 1024, moe_gemv's shapes) with DSpark stages,
@@ -318,6 +442,7 @@ AFF_DEVICE_TEST("dspark") {
             check_stages(*cpu, ck, rows, where);
         greedy_identity(*cpu, ck, rows, aff::DsparkStages::automatic, {1, 2, 3, 4, 5});
         greedy_identity(*cpu, ck, rows, aff::DsparkStages::host, {3});
+        device_chain(*cpu, ck, rows);
         // --draft-placement: accepted with the stages on the device (dense experts: vram only,
         // ram is refused by the expert store), refused with host stages, with one reason.
         aff::gpu::GpuOptions vram;
