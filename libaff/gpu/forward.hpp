@@ -468,6 +468,8 @@ public:
     // rings, advancing st.position by n.
     void dspark_extend(GpuDsparkState& st, std::span<const float> taps);
     // Model::dspark_block for `anchor` at st.position: the block's logits and y stay in st.
+    // With a route observer (set_route_observer) the stages' routing is reported as
+    // Model::dspark_block reports it: layers num_layers + s, one call (forward_routes.cpp).
     void dspark_block(GpuDsparkState& st, std::int32_t anchor);
     // Row i of the last block's logits plus markov_w2 · markov_w1[prev] (Model::dspark_markov),
     // in host memory; and row i of y (for Model::dspark_confidence).

@@ -186,8 +186,16 @@ void GpuModel::dspark_block(GpuDsparkState& st, std::int32_t anchor) {
     bool pending = false;
     m.block_ring_first = st.first;
     try {
-        for (int sg = 0; sg < m.dspark.stages; ++sg)
+        if (routes_) m.dspark_routes.resize(std::size_t(m.dspark.stages));
+        for (int sg = 0; sg < m.dspark.stages; ++sg) {
             pending = m.run_layer(L + sg, std::span<const Seq>(&seq, 1), g, pending, nullptr);
+            // Observed: the stage's routing, still in the router's outputs (the next stage's
+            // router rewrites them, after this copy in stream order), comes back with the
+            // logits' wait. Not into the route ring or the mover: the draft's experts are not
+            // the tier engine's (as the MTP layer's, forward_mtp.cpp).
+            if (routes_)
+                m.dspark_routes[std::size_t(sg)].drain(m.route_ids, m.route_w, g, c.experts_per_token, m.stream);
+        }
     } catch (...) {
         m.block_ring_first = -1;
         throw;
@@ -204,6 +212,7 @@ void GpuModel::dspark_block(GpuDsparkState& st, std::int32_t anchor) {
     m.dense_rows(m.at<void>(m.head.offset), m.head.type, V, D, m.y, D, g, m.logits, V);
     m.stream.copy(b + m.dspark.logits, m.logits, std::size_t(g) * V * 4);
     m.stream.synchronize();  // ids and pos are pageable sources
+    if (routes_) m.report_dspark_routes(*routes_, ids, st.position);
     st.has_block = true;
 }
 

@@ -184,6 +184,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     fwd::DecodeGraphs graphs;  // dropped when the activations move or the layer count changes
     fwd::RouteRing routes;     // the last drained call's routing (route_ring.hpp)
     fwd::LayerRoutes mtp_routes;  // the MTP layer's, of the last mtp_forward a route observer saw
+    std::vector<fwd::LayerRoutes> dspark_routes;  // DSpark's stages', of the last dspark_block observed
     fwd::StepMarks steps;      // GpuModel::profile_decode
     void mark(const char* what) { steps.mark(what, stream); }
 
@@ -364,6 +365,9 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // After an mtp_forward of `next` at MTP position `start` and its wait: mtp_routes to
     // `observer`, as Model::mtp_forward reports the MTP layer (forward_routes.cpp).
     void report_mtp_routes(RouteObserver& observer, std::span<const std::int32_t> next, std::int64_t start) const;
+    // After a dspark_block of `ids` at `start` and its wait: dspark_routes to `observer`, as
+    // Model::dspark_block reports the stages (layers num_layers + s, one call).
+    void report_dspark_routes(RouteObserver& observer, std::span<const std::int32_t> ids, std::int64_t start) const;
 };
 
 }  // namespace aff::gpu

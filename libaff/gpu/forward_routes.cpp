@@ -5,6 +5,9 @@
 // The MTP layer's calls (mtp_forward) are reported by Impl::report_mtp_routes as Model::mtp_forward
 // reports them: one on_route of layer num_layers (a route trace's draft layer, formats/
 // route-trace.md §5.1) at the MTP position with the call's next tokens, then on_forward_end.
+// DSpark's stages (dspark_block) by report_dspark_routes as Model::dspark_block reports them:
+// one on_route per stage, layers num_layers + s, over the block's ids at the rings' position,
+// then on_forward_end.
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 
@@ -51,6 +54,17 @@ void GpuModel::Impl::report_mtp_routes(RouteObserver& observer, std::span<const 
                                        std::int64_t start) const {
     if (mtp_routes.tokens() != int(next.size())) throw_internal("mtp routes: the MTP layer's routing was not drained");
     observer.on_route(RouteEvent{c.num_layers, start, next, c.experts_per_token, mtp_routes.ids(), mtp_routes.weights()});
+    observer.on_forward_end();
+}
+
+void GpuModel::Impl::report_dspark_routes(RouteObserver& observer, std::span<const std::int32_t> ids,
+                                          std::int64_t start) const {
+    if (dspark_routes.size() != std::size_t(dspark.stages)) throw_internal("dspark routes: the stages' routing was not drained");
+    for (int s = 0; s < dspark.stages; ++s) {
+        const fwd::LayerRoutes& r = dspark_routes[std::size_t(s)];
+        if (r.tokens() != int(ids.size())) throw_internal("dspark routes: a stage's routing was not drained");
+        observer.on_route(RouteEvent{c.num_layers + s, start, ids, c.experts_per_token, r.ids(), r.weights()});
+    }
     observer.on_forward_end();
 }
 
