@@ -5,6 +5,7 @@
 # tests/gpu/configure_portable.sh): first the device families `dspark` (tests/gpu/dspark_test.cpp:
 # the trunk's taps against the CPU's, logits with taps on and off bit for bit, the device and
 # host stages' rings and block against the CPU's on the same taps, greedy identity with drafts,
+# the greedy chain on the device against host picks (ids, confidences, proposals, rings),
 # a codebook-stored DSpark model tiered with the stages' experts in RAM and VRAM) and
 # `attention` (the kernel's block mode against attend_block among the rest); then end to end
 # through aff-run on the GPU, on the random checkpoint with DSpark stages
@@ -41,6 +42,7 @@ done
 grep '^dspark ' "$out/dspark.txt" | head -120 >>"$summary"
 # The measured stage differences (the tolerances' evidence) and the runners' lines, on stdout.
 grep '^dspark ' "$out/dspark.txt" | grep -E 'device stages: (stage|block guess [04]: M)|runner says|start-up line|tiered|refused|host stages, k=3: greedy' | head -30
+grep -E '^dspark +device chain' "$out/dspark.txt" | grep -E 'prompt 0|proposals' | head -12
 grep '^attention .* block .*nmse vs attend_block' "$out/attention.txt" | grep -E 'flash|ring_first 295' | head -8
 
 model=$out/dspark-v4

@@ -3,7 +3,8 @@
 # takes them (BIN/tests/aff_gpu_tests, BIN/tools/aff-run, BIN/tests/mtp_gpu_bench,
 # BIN/tests/make_geometry_container; tests/gpu/configure_portable.sh): first the device family
 # `mtp` (GpuModel::mtp_forward against the CPU's, greedy identity with drafts through
-# generate, the drafter's ring after rejections); then end to end through aff-run on the GPU:
+# generate, the greedy chain on the device against host picks, the drafter's ring after
+# rejections), after `argmax` (the device pick against the host's); then end to end through aff-run on the GPU:
 # tiny-trained's greedy output with --draft mtp --draft-max 1, 3 and 5 must be byte for byte
 # the output with --draft off, stderr naming the drafter and closing with its acceptance line,
 # and --draft auto must name the gated drafter and give the same output; --draft-placement
@@ -17,9 +18,10 @@
 set -uo pipefail
 source "$(dirname "$0")/device_script.bash" "$@"
 
-gpu_family 150 mtp
+gpu_family 60 argmax
+gpu_family 200 mtp
 grep -A40 'crashed with' "$out/mtp.txt" >>"$summary"
-grep '^mtp ' "$out/mtp.txt" | head -60 >>"$summary"
+grep '^mtp ' "$out/mtp.txt" | head -150 >>"$summary"
 
 model=$repo/tests/data/models/tiny-trained
 run() {  # name, flags...
