@@ -3,7 +3,9 @@
 // greedy output with drafts is the output without, token and logit bit for bit, at every draft
 // length 1..5 and several prompts; the guesses are the Markov-corrected block's argmax and
 // their number follows the confidence rule; the rings after a generation (greedy with
-// accepted prefixes, sampled) are a fresh build's over the trunk's positions; and the first
+// accepted prefixes, sampled) are a fresh build's over the trunk's positions; a runner with a
+// backend-side greedy chain (DsparkRunner::greedy, the GPU's device path) gives the sequential
+// proposal and confidences exactly, and is asked only at temperature 0; and the first
 // speculatively sampled token is distributed as the target's (chi-square at a stated
 // false-alarm rate, with a control that sees a wrong rule). The random drafter's acceptance means nothing and is not
 // asserted.
@@ -350,4 +352,70 @@ TEST_CASE("speculative sampling with DSpark drafts leaves the tokens distributed
     const double broken = dspark_chi_square(*model, true, 2000);
     INFO("broken drafter's chi-square " << broken);
     CHECK(broken > critical);
+}
+
+namespace {
+// A CPU runner with a backend-side greedy chain (DsparkRunner::greedy, as the GPU's device
+// stages have), computed here from the runner's own per-guess calls: the drafter's use of it
+// (the whole chain first, then the cut) must give the sequential loop's proposal exactly.
+class ChainRunner final : public aff::DsparkRunner {
+public:
+    explicit ChainRunner(std::unique_ptr<aff::DsparkRunner> inner) : inner_(std::move(inner)) {}
+    const aff::ModelConfig& config() const override { return inner_->config(); }
+    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
+    void listen(aff::TapListener* l) override { inner_->listen(l); }
+    std::int64_t position() const override { return inner_->position(); }
+    void restart(std::int64_t position) override { inner_->restart(position); }
+    void extend(std::span<const float> taps) override { inner_->extend(taps); }
+    void block(std::int32_t anchor) override { inner_->block(anchor); }
+    std::vector<float> guess_logits(std::size_t i, std::int32_t prev) override { return inner_->guess_logits(i, prev); }
+    float confidence(std::size_t i, std::int32_t prev) override { return inner_->confidence(i, prev); }
+    std::vector<float> ring(std::size_t stage) const override { return inner_->ring(stage); }
+    bool greedy(std::int32_t anchor, std::size_t count, std::vector<std::int32_t>& ids,
+                std::vector<float>& confidences) override {
+        ++calls;
+        ids.clear();
+        confidences.clear();
+        std::int32_t prev = anchor;
+        for (std::size_t i = 0; i < count; ++i) {
+            confidences.push_back(inner_->confidence(i, prev));
+            const std::vector<float> row = inner_->guess_logits(i, prev);
+            prev = std::int32_t(std::max_element(row.begin(), row.end()) - row.begin());  // the first of the max
+            ids.push_back(prev);
+        }
+        return true;
+    }
+    int calls = 0;
+
+private:
+    std::unique_ptr<aff::DsparkRunner> inner_;
+};
+}  // namespace
+
+TEST_CASE("a runner's greedy chain gives the sequential proposal and runs only at temperature 0", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(checkpoint(false), pool);
+    const auto prompt = prompt_of(20, 7);
+    for (float temperature : {0.0f, 0.9f})
+        for (float survival : {0.0f, 0.25f, 0.5f, 2.0f})
+            for (std::size_t k : {1, 3, 5}) {
+                INFO("temperature " << temperature << ", threshold " << survival << ", k " << k);
+                aff::SamplerParams sp;
+                sp.temperature = temperature;
+                sp.seed = 5;
+                aff::CpuSequence plain_seq(*model), chain_seq(*model);
+                aff::DsparkDrafter plain(*model, plain_seq, k, survival);
+                auto runner = std::make_unique<ChainRunner>(aff::make_cpu_dspark_runner(*model, chain_seq));
+                ChainRunner& chain_runner = *runner;
+                aff::DsparkDrafter chained(std::move(runner), k, survival);
+                plain.start(sp);
+                chained.start(sp);
+                plain_seq.forward(std::span(prompt).first(19), false);
+                chain_seq.forward(std::span(prompt).first(19), false);
+                const std::vector<std::int32_t> want = plain.propose(prompt), got = chained.propose(prompt);
+                CHECK(got == want);
+                CHECK(std::vector<float>(chained.confidences().begin(), chained.confidences().end()) ==
+                      std::vector<float>(plain.confidences().begin(), plain.confidences().end()));
+                CHECK(chain_runner.calls == (temperature == 0.0f ? 1 : 0));
+            }
 }
