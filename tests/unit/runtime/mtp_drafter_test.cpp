@@ -1,13 +1,16 @@
 // Tests for speculative decoding with the MTP layer's drafts (runtime/mtp_drafter.hpp) and the
 // loop's speculative acceptance (generate.hpp, Sampler::speculative): greedy output with drafts
 // is the output without, token and logit bit for bit, on every fixture with an MTP layer; the
-// drafter's own state after a generation is a fresh MTP run's over the same positions; and the
+// drafter's own state after a generation is a fresh MTP run's over the same positions; a runner
+// with a backend-side greedy chain (MtpRunner::greedy_chain, the GPU's device path) leaves the
+// drafter's own chain's tokens and state exactly, and is asked only at temperature 0; and the
 // stochastic path's tokens are distributed as the target's (a chi-square test at a stated
 // false-alarm rate, deterministic seeds), with a control showing the test sees a wrong rule.
 #include "libaff/core/error.hpp"
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/cpu_mtp_runner.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
@@ -15,6 +18,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
@@ -277,4 +281,74 @@ TEST_CASE("speculative acceptance keeps a guess the target is sure of and never 
     // A guess its own distribution gives no mass to is a drafter's bug.
     const std::vector<float> q_without = {0.0f, 0.5f, 0.5f, 0.0f};
     CHECK_THROWS_AS(s.speculative(no_zero, 0, q_without), aff::Error);
+}
+
+namespace {
+// A CPU runner with a backend-side greedy chain (MtpRunner::greedy_chain, as the GPU's), written
+// from the runner's own calls as its contract says: the drafter's use of it must leave the same
+// proposals, tokens and MTP state as its own chained loop.
+class ChainRunner final : public aff::MtpRunner {
+public:
+    ChainRunner(const aff::Model& model, aff::CpuSequence& trunk) : inner_(model, trunk) {}
+    std::size_t vocab_size() const override { return inner_.vocab_size(); }
+    std::size_t window() const override { return inner_.window(); }
+    std::int64_t trunk_position() const override { return inner_.trunk_position(); }
+    void listen(aff::TrunkCallListener* l) override { inner_.listen(l); }
+    void keep(std::int64_t position, std::size_t from_row, std::size_t n) override { inner_.keep(position, from_row, n); }
+    std::int64_t position() const override { return inner_.position(); }
+    void restart(std::int64_t position) override { inner_.restart(position); }
+    std::vector<float> run(std::span<const std::int32_t> next) override { return inner_.run(next); }
+    std::vector<float> chain(std::int32_t token) override { return inner_.chain(token); }
+    void save_ring() override { inner_.save_ring(); }
+    void restore_ring(std::int64_t position) override { inner_.restore_ring(position); }
+    std::vector<float> ring() const override { return inner_.ring(); }
+    bool greedy_chain(std::span<const std::int32_t> next, std::size_t k, std::vector<std::int32_t>& guesses) override {
+        ++calls;
+        auto best = [](const std::vector<float>& l) {
+            return std::int32_t(std::max_element(l.begin(), l.end()) - l.begin());  // the first of the max
+        };
+        guesses = {best(inner_.run(next))};
+        const std::int64_t after = inner_.position();
+        if (k > 1) {
+            inner_.save_ring();
+            while (guesses.size() < k) guesses.push_back(best(inner_.chain(guesses.back())));
+            inner_.restore_ring(after);
+        }
+        return true;
+    }
+    int calls = 0;
+
+private:
+    aff::CpuMtpRunner inner_;
+};
+}  // namespace
+
+TEST_CASE("a runner's greedy chain gives the drafter's own chain and runs only at temperature 0", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(kModels + "/tiny-trained", pool);
+    const int V = model->config().vocab_size;
+    for (float temperature : {0.0f, 0.9f})
+        for (std::size_t k : {1, 3, 5}) {
+            INFO("temperature " << temperature << ", k " << k);
+            aff::GenerateOptions opt;
+            opt.prompt = prompt_of(12, 3, V);
+            opt.max_new_tokens = 24;
+            opt.sampling.temperature = temperature;
+            opt.sampling.seed = 9;
+            aff::CpuSequence plain_seq(*model), chain_seq(*model);
+            aff::MtpDrafter plain(*model, plain_seq, k);
+            auto runner = std::make_unique<ChainRunner>(*model, chain_seq);
+            ChainRunner& chain_runner = *runner;
+            aff::MtpDrafter chained(std::move(runner), k);
+            const Outcome want = generate_on(plain_seq, opt, &plain), got = generate_on(chain_seq, opt, &chained);
+            CHECK(got.tokens == want.tokens);
+            CHECK(got.stats.drafted_tokens == want.stats.drafted_tokens);
+            CHECK(got.stats.accepted_tokens == want.stats.accepted_tokens);
+            CHECK(chained.position() == plain.position());
+            CHECK(chained.ring() == plain.ring());
+            if (temperature == 0.0f)
+                CHECK(chain_runner.calls > 0);
+            else
+                CHECK(chain_runner.calls == 0);
+        }
 }
