@@ -21,6 +21,8 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <optional>
+#include <string_view>
 
 namespace aff::quant {
 
@@ -349,6 +351,30 @@ SpecList mtp_specs(const Geometry& g) {
     return s;
 }
 
+// DSpark stage s of `stages` (model doc §2.5, §5.2): a sliding-window layer under "mtp.s.";
+// the first also holds main_proj [D, taps·D] and main_norm, the last the norm, hyper head,
+// Markov head [V, r] ×2 and confidence head [1, D + r].
+SpecList dspark_specs(const Geometry& g, u32 s, u32 stages, u64 taps, u64 rank) {
+    const std::string p = "mtp." + std::to_string(s) + ".";
+    SpecList l = layer_specs(g, p, 0, false);
+    if (s == 0) {
+        l.fp8(p + "main_proj", g.D, taps * g.D);
+        l.norm(p + "main_norm.weight", g.D);
+    }
+    if (s + 1 == stages) {
+        l.norm(p + "norm.weight", g.D);
+        l.hyper(p, "head", g.n, g.n * g.D);
+        l.bf16_matrix(p + "markov_head.markov_w1.weight", g.V, rank);
+        l.bf16_matrix(p + "markov_head.markov_w2.weight", g.V, rank);
+        l.bf16_matrix(p + "confidence_head.proj.weight", 1, g.D + rank);
+    }
+    l.sort();
+    return l;
+}
+
+constexpr u32 kDsparkStages = 3;
+constexpr u64 kDsparkRank = 256;
+
 u64 spec_bytes(const Spec& s) {
     u64 n = element_bytes(s.kind);
     for (u64 d : s.shape) n *= d;
@@ -378,6 +404,11 @@ void write_dense(ContainerWriter& w, const Generator& gen, const Spec& s, Thread
 }
 
 }  // namespace
+
+std::string dspark_path(const std::string& out_path) {
+    constexpr std::string_view ext = ".aff";
+    return (out_path.ends_with(ext) ? out_path.substr(0, out_path.size() - ext.size()) : out_path) + ".dspark.aff";
+}
 
 std::vector<float> skewed_router_bias(const GeometryContainerOptions& o, int layer, std::uint64_t experts) {
     Rng rng{splitmix64_mix(o.seed ^ (0x5ce3ull << 32) ^ u64(layer))};
@@ -412,11 +443,29 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
     if (!(o.zipf_s >= 0 && o.zipf_s <= 8) || !((o.zipf_s_spread >= 0 && o.zipf_s_spread <= o.zipf_s) || o.zipf_s == 0) ||
         !(o.floor >= 0 && o.floor <= 1) || !(o.skew_scale > 0 && o.skew_scale <= 10))
         throw_usage("routing skew out of range: Zipf exponent in [0, 8], spread in [0, exponent], floor in [0, 1], scale in (0, 10]");
+    if (o.mtp && o.dspark) throw_usage("--mtp and --dspark both name their stages mtp.*: choose one");
     const std::vector<int> ratios = config["compress_ratios"].get<std::vector<int>>();
     const u64 hash_layers = config["num_hash_layers"].get<u64>();
     config["n_routed_experts"] = o.experts;
     config["vocab_size"] = o.vocab;
     if (o.layers < full_layers) config = truncate_config(config, o.layers, "DeepSeek-V4-Flash config");
+    // V4-Flash-0731's dspark_* keys (model doc §1.2) and compress_ratios entries, the taps the last three layers (fewer
+    // when the container has fewer), the noise id inside a cut vocabulary.
+    GeometryContainerReport report;
+    u64 taps = 0;
+    if (o.dspark) {
+        nlohmann::json tap_ids = nlohmann::json::array();
+        for (u32 l = o.layers > 3 ? o.layers - 3 : 0; l < o.layers; ++l) tap_ids.push_back(l), ++taps;
+        config["dspark_block_size"] = 5;
+        config["dspark_markov_rank"] = kDsparkRank;
+        config["dspark_target_layer_ids"] = tap_ids;
+        config["dspark_noise_token_id"] = std::min<u64>(128799, o.vocab - 1);
+        // One compress_ratios entry a stage after the layers' (0731 has 46: ratio 0, sliding),
+        // which is how a container's validation counts its draft stages.
+        nlohmann::json& r = config["compress_ratios"];
+        while (r.size() < o.layers + kDsparkStages) r.push_back(0);
+        report.draft_path = dspark_path(o.out_path);
+    }
 
     const Geometry g{o.vocab, 4096, 64, 512, 1024, 8, 1024, 64, 128, o.experts, k, 2048, 4};
     const CodebookSource cb = builtin_codebook_source();
@@ -429,67 +478,89 @@ GeometryContainerReport write_geometry_container(const GeometryContainerOptions&
                                      !hash && o.zipf_s > 0 ? skewed_router_bias(o, int(l), g.E) : std::vector<float>{}));
     }
     if (o.mtp) groups.push_back(mtp_specs(g));  // its router keeps the plain bias (its experts are never tiered)
-    u64 total = 0;
-    for (const SpecList& s : groups)
-        for (const Spec& t : s.specs) total += spec_bytes(t);
     const u64 expert_matrix_rows[3] = {g.I, g.D, g.I}, expert_matrix_cols[3] = {g.D, g.I, g.D};
     u64 bytes_per_expert = 0;
     for (int m = 0; m < 3; ++m) bytes_per_expert += matrix_bytes(expert_matrix_rows[m], expert_matrix_cols[m]);
-    total += bytes_per_expert * o.experts * (o.layers + (o.mtp ? 1 : 0));
 
-    nlohmann::json metadata = {
-        {"config", config},
-        {"quantiser",
-         {{"format", "TQ2875"},
-          {"format_version", 1},
-          {"codebook_id", cb.id},
-          {"codebook", "built-in"},
-          {"rotation", "off"},
-          {"search_passes", 0},
-          {"imatrix", false},
-          {"layers", o.layers},
-          {"source_layers", full_layers},
-          {"synthetic", "random index bits and scales, seed " + std::to_string(o.seed)}}},
-        {"provenance",
-         {{"tool", o.tool}, {"created", o.created}, {"sources", nlohmann::json::array()}, {"imatrix", nullptr}}},
-        {"role", "main"},
+    nlohmann::json quantiser = {
+        {"format", "TQ2875"},
+        {"format_version", 1},
         {"codebook_id", cb.id},
+        {"codebook", "built-in"},
+        {"rotation", "off"},
+        {"search_passes", 0},
+        {"imatrix", false},
+        {"layers", o.layers},
+        {"source_layers", full_layers},
+        {"synthetic", "random index bits and scales, seed " + std::to_string(o.seed)}};
+    auto metadata = [&](const char* role) {
+        return nlohmann::json{
+            {"config", config},
+            {"quantiser", quantiser},
+            {"provenance",
+             {{"tool", o.tool}, {"created", o.created}, {"sources", nlohmann::json::array()}, {"imatrix", nullptr}}},
+            {"role", role},
+            {"codebook_id", cb.id},
+        };
     };
 
-    GeometryContainerReport report;
-    ContainerWriter writer(o.out_path);
-    writer.set_metadata(std::move(metadata));
-    writer.set_codebook(cb.bytes);
     std::vector<std::uint8_t> buf;
-    progress.begin("writing", total, "B");
-    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-        for (const Spec& s : groups[gi].specs) write_dense(writer, gen, s, pool, progress, buf, report);
-        if (gi == 0) continue;
-        for (u32 e = 0; e < o.experts; ++e) {
-            const bool draft = gi > o.layers;  // the MTP layer's group comes last
-            const ExpertKey key{draft, draft ? 0u : static_cast<u32>(gi - 1), e};
-            writer.begin_expert(key);
-            for (int m = 0; m < 3; ++m) {
-                const std::string name = expert_matrix_name(key, m);
-                const u64 rows = expert_matrix_rows[m], cols = expert_matrix_cols[m], rb = row_bytes(cols);
-                const u64 ts = gen.tensor_seed(name);
-                buf.resize(rows * rb);
-                pool.parallel_for(rows, [&](std::size_t b, std::size_t en) {
-                    gen.expert_rows(ts, cols, b, en, buf.data() + b * rb);
-                }, 64);
-                writer.begin_tensor(name, StorageType::TQ2875, {rows, cols});
-                writer.write(buf);
-                writer.end_tensor();
-                report.expert_bytes += buf.size();
-                progress.advance(buf.size());
+    // One file: groups' dense tensors, each group after the first (`first_key`: 0 for the main
+    // container's globals) followed by its experts under key(group index).
+    auto write_file = [&](const std::string& path, nlohmann::json meta, const std::vector<SpecList>& file_groups,
+                          bool with_codebook, auto&& key_of, const char* what) {
+        u64 total = 0;
+        for (const SpecList& s : file_groups)
+            for (const Spec& t : s.specs) total += spec_bytes(t);
+        for (std::size_t gi = 0; gi < file_groups.size(); ++gi)
+            if (key_of(gi)) total += bytes_per_expert * o.experts;
+        ContainerWriter writer(path);
+        writer.set_metadata(std::move(meta));
+        if (with_codebook) writer.set_codebook(cb.bytes);
+        progress.begin(what, total, "B");
+        for (std::size_t gi = 0; gi < file_groups.size(); ++gi) {
+            for (const Spec& s : file_groups[gi].specs) write_dense(writer, gen, s, pool, progress, buf, report);
+            const std::optional<ExpertKey> group_key = key_of(gi);
+            if (!group_key) continue;
+            for (u32 e = 0; e < o.experts; ++e) {
+                const ExpertKey key{group_key->draft, group_key->layer, e};
+                writer.begin_expert(key);
+                for (int m = 0; m < 3; ++m) {
+                    const std::string name = expert_matrix_name(key, m);
+                    const u64 rows = expert_matrix_rows[m], cols = expert_matrix_cols[m], rb = row_bytes(cols);
+                    const u64 ts = gen.tensor_seed(name);
+                    buf.resize(rows * rb);
+                    pool.parallel_for(rows, [&](std::size_t b, std::size_t en) {
+                        gen.expert_rows(ts, cols, b, en, buf.data() + b * rb);
+                    }, 64);
+                    writer.begin_tensor(name, StorageType::TQ2875, {rows, cols});
+                    writer.write(buf);
+                    writer.end_tensor();
+                    report.expert_bytes += buf.size();
+                    progress.advance(buf.size());
+                }
+                writer.end_expert();
+                ++report.experts;
             }
-            writer.end_expert();
-            ++report.experts;
         }
+        progress.end();
+        writer.finish();
+        report.file_bytes += std::filesystem::file_size(path);
+    };
+    write_file(o.out_path, metadata("main"), groups, true, [&](std::size_t gi) -> std::optional<ExpertKey> {
+        if (gi == 0) return std::nullopt;
+        const bool draft = gi > o.layers;  // the MTP layer's group comes last
+        return ExpertKey{draft, draft ? 0u : static_cast<u32>(gi - 1), 0};
+    }, "writing");
+    if (o.dspark) {
+        // As aff-quantize --dspark --codebook MAIN writes it: role "draft", the main
+        // container's config and codebook id (no codebook section), only the stages.
+        std::vector<SpecList> stages;
+        for (u32 s = 0; s < kDsparkStages; ++s) stages.push_back(dspark_specs(g, s, kDsparkStages, taps, kDsparkRank));
+        write_file(report.draft_path, metadata("draft"), stages, false, [&](std::size_t gi) -> std::optional<ExpertKey> {
+            return ExpertKey{true, static_cast<u32>(gi), 0};
+        }, "writing the draft");
     }
-    progress.end();
-    writer.finish();
-    report.file_bytes = std::filesystem::file_size(o.out_path);
     return report;
 }
 

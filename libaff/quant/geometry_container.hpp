@@ -13,6 +13,13 @@
 // its name), independent of the thread count. With `mtp` the file also holds the MTP layer
 // (mtp.0.*: e_proj, h_proj, its norms and hyper head, one sliding-window layer with its
 // routed experts), as a checkpoint with MTP tensors quantised into one container would.
+// With `dspark` the config gets V4-Flash-0731's dspark_* keys (taps: the container's last
+// three layers) and a draft container is written beside it (dspark_path: OUT.dspark.aff, what
+// load_model_with_draft finds beside OUT.aff) as aff-quantize --dspark --codebook OUT.aff
+// writes one: metadata role "draft", the same config and codebook id, the three DSpark stages
+// mtp.0..2 (model doc §2.5: sliding layers with learned routers and their codebook-stored
+// experts, main_proj/main_norm on the first, norm, hyper head, Markov and confidence heads on
+// the last).
 #pragma once
 
 #include "libaff/core/progress.hpp"
@@ -33,6 +40,7 @@ struct GeometryContainerOptions {
     std::uint32_t vocab = 129280;    // embedding and head rows (smaller for small test files)
     std::uint64_t seed = 1;
     bool mtp = false;                // also the MTP layer mtp.0 (§5.1: a sliding layer, its projections, experts)
+    bool dspark = false;             // also the draft container of three DSpark stages (§5.2); not with mtp
     std::string tool;                // provenance "tool"
     std::string created;             // provenance "created" (empty: left empty, for reproducible files)
     // Routing skew. Random gate weights route near uniformly, which no expert cache can exploit;
@@ -52,8 +60,12 @@ struct GeometryContainerOptions {
 struct GeometryContainerReport {
     std::uint64_t dense_tensors = 0, dense_bytes = 0;
     std::uint64_t experts = 0, expert_bytes = 0;
-    std::uint64_t file_bytes = 0;
+    std::uint64_t file_bytes = 0;    // both files' with dspark
+    std::string draft_path;          // the draft container written (dspark), else empty
 };
+
+// Where the draft container of `out_path` goes: its name without ".aff", then ".dspark.aff".
+std::string dspark_path(const std::string& out_path);
 
 // The config.json of DeepSeek-V4-Flash (model doc §1.2, official field names).
 nlohmann::json deepseek_v4_flash_config();

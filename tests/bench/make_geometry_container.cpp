@@ -2,10 +2,12 @@
 // and synthetic weights (libaff/quant/geometry_container.hpp), for the GPU checks and the
 // decode/prefill benchmarks, which need real shapes and not real values. A bench utility,
 // not a user tool: its output is noise to a user.
-//     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S] [--mtp]
+//     make_geometry_container OUT.aff [--layers N] [--experts E] [--vocab V] [--seed S] [--mtp | --dspark]
 //                             [--route-skew FAMILY]
 // Defaults: 2 layers (sliding, sliding), 256 experts (≈ 2.3 GB of experts a layer), the real
-// 129 280-token vocabulary. --layers 3 adds the first CSA layer, 4 the first HCA layer.
+// 129 280-token vocabulary. --dspark also writes OUT.dspark.aff, the draft container of three
+// DSpark stages (V4-Flash-0731's drafter; aff-run -m OUT.aff --draft dspark finds it beside
+// OUT.aff). --layers 3 adds the first CSA layer, 4 the first HCA layer.
 // --route-skew v4flash biases each learned layer's router with the per-layer popularity shape
 // of the synthetic v4flash trace family (libaff/trace/synthetic.hpp: Zipf exponent 1.6 ± 0.2,
 // uniform floor 0.15; GeometryContainerOptions::zipf_s says how), so that expert caches have
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
     app.add_option("--vocab", opt.vocab, "embedding/head rows (smaller files)")->capture_default_str();
     app.add_option("--seed", opt.seed, "generator seed")->capture_default_str();
     app.add_flag("--mtp", opt.mtp, "also the MTP layer mtp.0 (speculative decoding benchmarks)");
+    app.add_flag("--dspark", opt.dspark, "also OUT.dspark.aff, a draft container of three DSpark stages");
     std::string skew = "none";
     app.add_option("--route-skew", skew, "router bias with a synthetic trace family's popularity shape (v4flash) or none")
         ->capture_default_str();
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
                         (unsigned long long)r.dense_tensors, aff::format_bytes(r.dense_bytes).c_str(),
                         (unsigned long long)r.experts, aff::format_bytes(r.expert_bytes).c_str(),
                         aff::format_bytes(r.file_bytes).c_str(), s, aff::format_rate(double(r.file_bytes) / s).c_str());
+        if (!common.quiet && !r.draft_path.empty()) std::printf("draft container: %s\n", r.draft_path.c_str());
         return aff::cli::exit_ok;
     });
 }

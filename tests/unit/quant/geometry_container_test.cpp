@@ -3,12 +3,14 @@
 // every matrix at its real shape) holds each tensor in the official storage and each
 // expert as aff-quantize lays it out (the MTP layer's too), Model::load runs it to finite
 // logits of moderate size (and its MTP layer to finite draft logits), and the bytes do not
-// depend on the thread count.
+// depend on the thread count. With dspark, the draft container beside it loads with it
+// (load_model_with_draft) into three DSpark stages whose block gives finite logits.
 #include "libaff/quant/geometry_container.hpp"
 
 #include "libaff/container/container.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/checkpoint/config.hpp"
+#include "libaff/model/draft_load.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/quant/codebook_source.hpp"
 #include "libaff/quant/matrix.hpp"
@@ -118,6 +120,51 @@ TEST_CASE("a one-layer geometry container loads and runs", "[quant]") {
     o.out_path = dir / "g1.aff";
     aff::quant::write_geometry_container(o, pool1, aff::null_progress());
     CHECK(file_bytes(dir / "g.aff") == file_bytes(dir / "g1.aff"));
+}
+
+TEST_CASE("a geometry container with DSpark stages loads with its draft container", "[quant]") {
+    aff::test::TempDir dir;
+    aff::quant::GeometryContainerOptions o;
+    o.out_path = dir / "g.aff";
+    o.layers = 1;
+    o.experts = 6;
+    o.vocab = 512;
+    o.dspark = true;
+    aff::ThreadPool pool(2);
+    const auto report = aff::quant::write_geometry_container(o, pool, aff::null_progress());
+    CHECK(report.draft_path == dir / "g.dspark.aff");
+    CHECK(aff::default_draft_path(o.out_path) == report.draft_path);
+    CHECK(report.experts == 4 * 6);  // the layer's and the three stages'
+    {
+        const aff::Container d = aff::Container::open(report.draft_path);
+        CHECK(d.metadata().at("role") == "draft");
+        CHECK((*d.config())["compress_ratios"].size() == 4);  // layer 0 and the three stages (0731: 43 + 3)
+        CHECK(d.codebook_id() == aff::quant::builtin_codebook_source().id);
+        CHECK(d.experts().size() == 18);
+        CHECK(d.tensor("mtp.0.main_proj.weight").shape == std::vector<std::uint64_t>{4096, 4096});  // one tap layer
+        CHECK(d.tensor("mtp.2.ffn.experts.5.w1.weight").type == aff::StorageType::TQ2875);
+        CHECK(d.tensor("mtp.2.markov_head.markov_w1.weight").shape == std::vector<std::uint64_t>{512, 256});
+        CHECK(d.tensor("mtp.2.confidence_head.proj.weight").shape == std::vector<std::uint64_t>{1, 4096 + 256});
+        CHECK(!d.find("mtp.1.markov_head.markov_w1.weight"));
+        CHECK(!d.find("embed.weight"));
+    }
+    auto model = aff::load_model_with_draft(o.out_path, report.draft_path, pool);
+    REQUIRE(model->has_dspark());
+    CHECK(model->weights().dspark.stages.size() == 3);
+    const aff::ModelConfig& c = model->config();
+    CHECK(c.dspark.block_size == 5);
+    CHECK(c.dspark.tap_layers == std::vector<int>{0});
+    CHECK(c.dspark.noise_token_id == 511);
+    aff::DecodeState st = model->new_state();
+    std::vector<float> taps;
+    st.taps = &taps;
+    model->forward(st, std::vector<std::int32_t>{3, 141}, false);
+    REQUIRE(taps.size() == 2 * 4096);
+    aff::DsparkState ds = model->new_dspark_state();
+    model->dspark_extend(ds, taps);
+    const aff::DsparkBlock b = model->dspark_block(ds, 7);
+    REQUIRE(b.logits.size() == 5 * 512);
+    for (float v : b.logits) REQUIRE(std::isfinite(v));
 }
 
 TEST_CASE("geometry container options out of range are usage errors", "[quant]") {
