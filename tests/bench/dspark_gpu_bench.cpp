@@ -13,15 +13,17 @@
 //   2. Medians of a decode step (captured graph, taps off as without drafts), of a verify
 //      call of n = k + 1 tokens (all logits, GEMVs as the loop's calls take them, with its
 //      rewind point and the rewind after; taps on, as while drafting), of the rewind, of the
-//      stages' ring extend over m positions, of the draft block and of one guess (the
-//      Markov-corrected logits row to host, its argmax, the confidence head). The 43-layer
+//      stages' ring extend over m positions, of the draft block, of the greedy chain of k
+//      guesses on the device (GpuModel::dspark_greedy: the drafter's path at temperature 0)
+//      and, for reference, of one guess on the host path (the Markov-corrected row to host,
+//      its argmax, the confidence head). The 43-layer
 //      trunk figures extrapolated from the per-layer slope (set_max_layers 0 and all, taps
 //      off; the taps' cost measured at all layers added, since three tap layers are three at
 //      any depth); the stages' costs as measured (they do not grow with the trunk).
 //   3. For k = 1 .. 5, the expected tokens a second at an acceptance by position a_i (the
 //      share of cycles whose first i guesses held): a cycle accepts j of k with probability
 //      a_j - a_{j+1}, yields j + 1 tokens and costs the verify call of k + 1, the proposal
-//      (block + k guesses), the ring extend over j + 1 positions and, when j < k, the rewind
+//      (block + greedy chain of k), the ring extend over j + 1 positions and, when j < k, the rewind
 //      and the replay of j + 1 tokens; against 1 / step. At (a) part 1's measured acceptance
 //      and (b) an assumed geometric profile a_i = q^i (q = 0.8: an assumption, not a
 //      measurement); and the break-even q for each k (the lowest at which drafting pays).
@@ -295,6 +297,10 @@ int main(int argc, char** argv) {
             (void)model->dspark_confidence(g.dspark_y(ds, 0), prev);
             prev = std::int32_t(std::max_element(row.begin(), row.end()) - row.begin());
         }, nothing);
+        // The drafter's path at temperature 0: the greedy chain of k guesses on the device.
+        double chain[kMax + 2] = {};
+        for (std::size_t k = 1; k <= kMax; ++k)
+            chain[k] = timed(nothing, [&] { (void)g.dspark_greedy(ds, anchor, k); }, nothing);
         std::printf("\npart 2: all resident, median of %d, ms\n%-32s", reps, "");
         for (std::size_t n = 1; n <= kMax + 1; ++n) std::printf(" %8zu", n);
         std::printf("\n");
@@ -311,8 +317,9 @@ int main(int argc, char** argv) {
         row("n decode steps (43 layers)", flash_singles);
         row("taps' share of the call", tap_cost);
         row("ring extend over n positions", extend);
+        row("greedy chain of n guesses", chain);
         std::printf("decode step %.3f ms measured, %.3f ms at 43 layers; rewind %.3f / %.3f ms; draft block %.3f ms; "
-                    "a guess (row, argmax, confidence) %.3f ms\n",
+                    "a guess on the host path (row to host, argmax, confidence; not the drafter's greedy path) %.3f ms\n",
                     all.step, flash.step, all.rewind, flash.rewind, block, guess);
 
         // Part 3: tok/s by k at the measured and an assumed acceptance; the break-even q.
@@ -335,7 +342,7 @@ int main(int argc, char** argv) {
                 Figure best{std::string(is_flash ? "43 layers" : "measured") + ", " +
                             (which == 0 ? "measured acceptance" : "assumed q = 0.8")};
                 for (std::size_t k = 1; k <= kMax; ++k) {
-                    const double proposal = block + double(k) * guess;
+                    const double proposal = block + chain[k];
                     const Cycle cy = cycle(*costs, extend, proposal, k, profile_of(acc_by_pos, k));
                     const double rate = cy.tokens * 1e3 / cy.ms, bound = cy.tokens * costs->step / costs->call[k + 1];
                     std::printf("  k=%zu: %.2f tokens a verify call, %.3f ms a cycle (draft %.3f), %.1f tok/s, speed-up "
@@ -348,7 +355,7 @@ int main(int argc, char** argv) {
             // Break-even: the lowest q at which drafting k pays (speed-up grows with q).
             std::printf(" break-even per-position acceptance q (geometric a_i = q^i):");
             for (std::size_t k = 1; k <= kMax; ++k) {
-                const double proposal = block + double(k) * guess;
+                const double proposal = block + chain[k];
                 auto speedup = [&](double x) {
                     const Cycle cy = cycle(*costs, extend, proposal, k, profile_of(geometric(x), k));
                     return cy.tokens * costs->step / cy.ms;
