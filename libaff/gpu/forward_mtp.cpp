@@ -159,6 +159,9 @@ std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const st
     if (from == MtpInput::own && n != 1) throw_usage("mtp_forward: a chained call runs one token");
     check_tokens(next, V);
     std::vector<std::int32_t> pos(n);
+    // Before the tokens go up: growing the scratch moves tokens_dev (mtp_step's own call is
+    // then a no-op; after the copy it dropped the tokens of a long catch-up).
+    m.ensure_scratch(n * c.hc_mult);
     m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
     m.mtp_step(mst, n, from, all_logits, pos.data());
     const int first = all_logits ? 0 : n - 1;
@@ -198,6 +201,7 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
         m.stream.synchronize();
         m.report_mtp_routes(*routes_, tokens, mst.mtp_position);
     };
+    m.ensure_scratch(n * c.hc_mult);  // before the tokens go up (it may move tokens_dev)
     m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
     m.mtp_step(mst, n, MtpInput::trunk, false, pos.data());
     // The guess straight into the token buffer the next step's embedding reads.
