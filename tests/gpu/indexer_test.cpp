@@ -51,8 +51,26 @@ void run_case(std::vector<Row>& rows, aff::ThreadPool& threads, const Geometry& 
     const std::string what = std::string(g.name) + " start " + std::to_string(start) + " n " + std::to_string(n) + " (" +
                              std::to_string(count) + " keys)";
     if (kind == Scores::random) {
-        add(rows, "indexer", what + " scores nmse", nmse(got, want), aff::gpu::indexer_scores_max_nmse);
-        add(rows, "indexer", what + " scores max rel", max_rel(got, want), 1e-5);
+        // Against each score's magnitude (the same sums over |q|, |w|, |keys|): a score whose
+        // heads nearly cancel has no relative accuracy to hold, and with two keys one such
+        // score carried a plain NMSE past the bound (4.4e-10 on the H200, 2026-12-02).
+        std::vector<float> mag(want.size(), 0.0f);
+        auto absolute = [](std::vector<float> v) {
+            for (float& x : v) x = std::fabs(x);
+            return v;
+        };
+        const std::vector<float> aq = absolute(q), aw = absolute(w), ak = absolute(keys);
+        aff::index_scores(threads, n, start, g.heads, g.dim, g.ratio, count, aq.data(), aw.data(), ak.data(), mag.data(), stride);
+        double err = 0, scale = 0, worst = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            const double d = double(got[i]) - want[i];
+            err += d * d;
+            scale += double(mag[i]) * mag[i];
+            if (mag[i] > 0) worst = std::max(worst, std::fabs(d) / mag[i]);
+        }
+        add(rows, "indexer", what + " scores nmse (against their magnitude)", scale > 0 ? err / scale : err,
+            aff::gpu::indexer_scores_max_nmse);
+        add(rows, "indexer", what + " scores max error / magnitude", worst, 1e-6);  // 1.0e-7 worst of 8 runs
     }
 
     // Top-k on identical scores: the CPU's own scores (ties: rounded to a few values).
