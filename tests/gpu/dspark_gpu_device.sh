@@ -22,21 +22,11 @@
 # exits 1 if a check failed. Aimed at under 180 s on an H200.
 # usage: tests/gpu/dspark_gpu_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: dspark_gpu_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: dspark_gpu_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-export AFF_TEST_DATA=$repo/tests/data
-rc=0
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
+source "$(dirname "$0")/device_script.bash" "$@"
 
 for family in dspark attention; do
-  start=$SECONDS
-  if timeout 240 "$bin/tests/aff_gpu_tests" $family >"$out/$family.txt" 2>&1; then t=ok; else t="FAILED ($?)"; rc=1; fi
-  note "aff_gpu_tests $family: $t in $((SECONDS - start)) s; $(tail -1 "$out/$family.txt")"
-  grep 'FAIL$' "$out/$family.txt" | head -30 | tee -a "$summary"
+  gpu_family 240 $family  # its line and failed rows into the summary
+  grep 'FAIL$' "$out/$family.txt" | head -30  # the failed rows on stdout too
   grep -A40 'crashed with' "$out/$family.txt" | tee -a "$summary"
 done
 grep '^dspark ' "$out/dspark.txt" | head -120 >>"$summary"
