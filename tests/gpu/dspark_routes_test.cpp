@@ -13,6 +13,7 @@
 // observed block's logits are the unobserved one's bit for bit; the trunk's own calls still
 // report their main layers only.
 #include "device_test.hpp"
+#include "route_events.hpp"
 #include "wide_container.hpp"
 
 #include "../common/dspark_helpers.hpp"
@@ -38,23 +39,6 @@ namespace {
 
 constexpr double kMaxIdsDiffering = 0.02;  // share of selections (route_trace_device.sh's exact-path bound)
 constexpr double kWeightTolerance = 1e-4;  // a matching expert's gate weight, absolute
-
-struct Event {
-    int layer = -1;  // -1: an end
-    std::int64_t start = 0;
-    std::vector<std::int32_t> tokens;
-    std::vector<int> ids;
-    std::vector<float> weights;
-};
-
-struct EventLog final : aff::RouteObserver {
-    std::vector<Event> events;
-    void on_route(const aff::RouteEvent& e) override {
-        events.push_back({e.layer, e.start, {e.tokens.begin(), e.tokens.end()}, {e.experts.begin(), e.experts.end()},
-                          {e.weights.begin(), e.weights.end()}});
-    }
-    void on_forward_end() override { events.push_back({}); }
-};
 
 void check_block_routes(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
     const aff::ModelConfig& c = cpu.config();

@@ -21,6 +21,7 @@
 //     and in RAM: the MTP events are the all-resident model's bit for bit, and the expert tiers'
 //     mover counted the trunk's tokens only (the MTP layer's routing is not the tier engine's).
 #include "device_test.hpp"
+#include "route_events.hpp"
 #include "forward_compare.hpp"
 #include "mtp_run.hpp"
 #include "tier_run.hpp"
@@ -51,30 +52,6 @@ using namespace aff::gpu::test;
 namespace {
 
 constexpr int kAttempts = 4;  // prompts drawn for a near-tie-free MTP reference
-
-// Every event an observer saw, in order: a route event, or an end (layer -1).
-struct Event {
-    int layer = -1;
-    std::int64_t start = 0;
-    std::vector<std::int32_t> tokens;
-    std::vector<int> ids;
-    std::vector<float> weights;
-};
-
-struct EventLog final : aff::RouteObserver {
-    std::vector<Event> events;
-    void on_route(const aff::RouteEvent& e) override {
-        events.push_back({e.layer, e.start, {e.tokens.begin(), e.tokens.end()}, {e.experts.begin(), e.experts.end()},
-                          {e.weights.begin(), e.weights.end()}});
-    }
-    void on_forward_end() override { events.push_back({}); }
-    std::vector<Event> of_layer(int layer) const {
-        std::vector<Event> v;
-        for (const Event& e : events)
-            if (e.layer == layer) v.push_back(e);
-        return v;
-    }
-};
 
 // Events whose layer, start or tokens differ (a length difference counts as the longer length).
 long long events_differing(const std::vector<Event>& a, const std::vector<Event>& b) {
