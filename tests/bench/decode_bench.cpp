@@ -53,10 +53,7 @@ using aff::AttentionKind;
 
 constexpr int kPrompt = 16;            // tokens prefilled per sequence before the timed steps
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using aff::gpu::bench::median;
 
 constexpr int kTraceRounds = 8;
 constexpr double kTraceBound = 1.02;

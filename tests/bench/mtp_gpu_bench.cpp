@@ -62,10 +62,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using aff::gpu::bench::median;
 
 // Seconds on the steady clock: the GPU's work is synchronous to the host here.
 double wall_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
