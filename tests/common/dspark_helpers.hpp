@@ -3,7 +3,8 @@
 // positions; a tap listener that feeds every trunk call's taps straight into a runner (no
 // drafts: nothing to reject), and, when given, into a CPU DsparkState too, so that the two are
 // compared on the same taps; and a drafter that hands the generation loop the known greedy
-// continuation for some guesses, so that verify calls keep prefixes of every length.
+// continuation for some guesses, so that verify calls keep prefixes of every length; and a
+// runner forwarding everything but the greedy chain (ForwardingDsparkRunner).
 #pragma once
 
 #include "libaff/model/forward.hpp"
@@ -11,7 +12,9 @@
 #include "libaff/runtime/dspark_runner.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,6 +51,30 @@ private:
     DsparkRunner& r_;
     const Model* cpu_;
     DsparkState* also_;
+};
+
+// A runner that forwards every call to `inner` except greedy (DsparkRunner's default: none),
+// for tests that set a runner's own greedy chain, or its absence, beside the same stages.
+class ForwardingDsparkRunner : public DsparkRunner {
+public:
+    explicit ForwardingDsparkRunner(std::unique_ptr<DsparkRunner> inner) : inner_(std::move(inner)) {}
+    const ModelConfig& config() const override { return inner_->config(); }
+    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
+    void listen(TapListener* l) override { inner_->listen(l); }
+    std::int64_t position() const override { return inner_->position(); }
+    void restart(std::int64_t position) override { inner_->restart(position); }
+    void extend(std::span<const float> taps) override { inner_->extend(taps); }
+    void block(std::int32_t anchor) override { inner_->block(anchor); }
+    std::vector<float> guess_logits(std::size_t i, std::int32_t prev) override { return inner_->guess_logits(i, prev); }
+    float confidence(std::size_t i, std::int32_t prev) override { return inner_->confidence(i, prev); }
+    std::vector<float> ring(std::size_t stage) const override { return inner_->ring(stage); }
+    std::string stages() const override { return inner_->stages(); }
+
+protected:
+    DsparkRunner& inner() { return *inner_; }
+
+private:
+    std::unique_ptr<DsparkRunner> inner_;
 };
 
 // Proposes what the inner drafter proposes (so its state lives through the generation), but

@@ -229,23 +229,9 @@ void greedy_identity(const aff::Model& cpu, const aff::Checkpoint& ck, std::vect
 
 // A runner that forwards every call to `inner` but greedy: the drafter then runs the per-guess
 // calls and picks each guess on the host (the path before the device chain), on the same stages.
-class HostPicks final : public aff::DsparkRunner {
+class HostPicks final : public aff::test::ForwardingDsparkRunner {
 public:
-    explicit HostPicks(std::unique_ptr<aff::DsparkRunner> inner) : inner_(std::move(inner)) {}
-    const aff::ModelConfig& config() const override { return inner_->config(); }
-    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
-    void listen(aff::TapListener* l) override { inner_->listen(l); }
-    std::int64_t position() const override { return inner_->position(); }
-    void restart(std::int64_t position) override { inner_->restart(position); }
-    void extend(std::span<const float> taps) override { inner_->extend(taps); }
-    void block(std::int32_t anchor) override { inner_->block(anchor); }
-    std::vector<float> guess_logits(std::size_t i, std::int32_t prev) override { return inner_->guess_logits(i, prev); }
-    float confidence(std::size_t i, std::int32_t prev) override { return inner_->confidence(i, prev); }
-    std::vector<float> ring(std::size_t stage) const override { return inner_->ring(stage); }
-    std::string stages() const override { return inner_->stages(); }
-
-private:
-    std::unique_ptr<aff::DsparkRunner> inner_;
+    using ForwardingDsparkRunner::ForwardingDsparkRunner;
 };
 
 constexpr double kConfidenceMaxDiff = 1e-5;  // the head's D + r products in another fp32 order, then a sigmoid

@@ -358,19 +358,9 @@ namespace {
 // A CPU runner with a backend-side greedy chain (DsparkRunner::greedy, as the GPU's device
 // stages have), computed here from the runner's own per-guess calls: the drafter's use of it
 // (the whole chain first, then the cut) must give the sequential loop's proposal exactly.
-class ChainRunner final : public aff::DsparkRunner {
+class ChainRunner final : public aff::test::ForwardingDsparkRunner {
 public:
-    explicit ChainRunner(std::unique_ptr<aff::DsparkRunner> inner) : inner_(std::move(inner)) {}
-    const aff::ModelConfig& config() const override { return inner_->config(); }
-    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
-    void listen(aff::TapListener* l) override { inner_->listen(l); }
-    std::int64_t position() const override { return inner_->position(); }
-    void restart(std::int64_t position) override { inner_->restart(position); }
-    void extend(std::span<const float> taps) override { inner_->extend(taps); }
-    void block(std::int32_t anchor) override { inner_->block(anchor); }
-    std::vector<float> guess_logits(std::size_t i, std::int32_t prev) override { return inner_->guess_logits(i, prev); }
-    float confidence(std::size_t i, std::int32_t prev) override { return inner_->confidence(i, prev); }
-    std::vector<float> ring(std::size_t stage) const override { return inner_->ring(stage); }
+    using ForwardingDsparkRunner::ForwardingDsparkRunner;
     bool greedy(std::int32_t anchor, std::size_t count, std::vector<std::int32_t>& ids,
                 std::vector<float>& confidences) override {
         ++calls;
@@ -378,17 +368,14 @@ public:
         confidences.clear();
         std::int32_t prev = anchor;
         for (std::size_t i = 0; i < count; ++i) {
-            confidences.push_back(inner_->confidence(i, prev));
-            const std::vector<float> row = inner_->guess_logits(i, prev);
+            confidences.push_back(inner().confidence(i, prev));
+            const std::vector<float> row = inner().guess_logits(i, prev);
             prev = std::int32_t(std::max_element(row.begin(), row.end()) - row.begin());  // the first of the max
             ids.push_back(prev);
         }
         return true;
     }
     int calls = 0;
-
-private:
-    std::unique_ptr<aff::DsparkRunner> inner_;
 };
 }  // namespace
 
