@@ -6,6 +6,7 @@
 
 #include "device_test.hpp"
 #include "recording_drafter.hpp"
+#include "../common/forwarding_mtp_runner.hpp"
 #include "wide_container.hpp"
 
 #include "libaff/core/error.hpp"
@@ -50,24 +51,9 @@ inline std::unique_ptr<aff::MtpDrafter> gpu_drafter(aff::Sequence& seq, std::siz
 // A runner that forwards every call to `inner` but greedy_chain: the drafter then picks each
 // guess on the host from the steps' logits rows (the path before the device chain), so tests
 // can set the two side by side on the same backend.
-class HostPicks final : public aff::MtpRunner {
+class HostPicks final : public aff::test::ForwardingMtpRunner {
 public:
-    explicit HostPicks(std::unique_ptr<aff::MtpRunner> inner) : inner_(std::move(inner)) {}
-    std::size_t vocab_size() const override { return inner_->vocab_size(); }
-    std::size_t window() const override { return inner_->window(); }
-    std::int64_t trunk_position() const override { return inner_->trunk_position(); }
-    void listen(aff::TrunkCallListener* l) override { inner_->listen(l); }
-    void keep(std::int64_t position, std::size_t from_row, std::size_t n) override { inner_->keep(position, from_row, n); }
-    std::int64_t position() const override { return inner_->position(); }
-    void restart(std::int64_t position) override { inner_->restart(position); }
-    std::vector<float> run(std::span<const std::int32_t> next) override { return inner_->run(next); }
-    std::vector<float> chain(std::int32_t token) override { return inner_->chain(token); }
-    void save_ring() override { inner_->save_ring(); }
-    void restore_ring(std::int64_t position) override { inner_->restore_ring(position); }
-    std::vector<float> ring() const override { return inner_->ring(); }
-
-private:
-    std::unique_ptr<aff::MtpRunner> inner_;
+    using ForwardingMtpRunner::ForwardingMtpRunner;
 };
 
 // gpu_drafter's, its guesses picked on the host (HostPicks).

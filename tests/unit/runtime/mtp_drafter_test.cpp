@@ -13,6 +13,7 @@
 #include "libaff/runtime/cpu_mtp_runner.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
+#include "common/forwarding_mtp_runner.hpp"
 
 #include "unit/runtime/generate_outcome.hpp"
 
@@ -287,39 +288,25 @@ namespace {
 // A CPU runner with a backend-side greedy chain (MtpRunner::greedy_chain, as the GPU's), written
 // from the runner's own calls as its contract says: the drafter's use of it must leave the same
 // proposals, tokens and MTP state as its own chained loop.
-class ChainRunner final : public aff::MtpRunner {
+class ChainRunner final : public aff::test::ForwardingMtpRunner {
 public:
-    ChainRunner(const aff::Model& model, aff::CpuSequence& trunk) : inner_(model, trunk) {}
-    std::size_t vocab_size() const override { return inner_.vocab_size(); }
-    std::size_t window() const override { return inner_.window(); }
-    std::int64_t trunk_position() const override { return inner_.trunk_position(); }
-    void listen(aff::TrunkCallListener* l) override { inner_.listen(l); }
-    void keep(std::int64_t position, std::size_t from_row, std::size_t n) override { inner_.keep(position, from_row, n); }
-    std::int64_t position() const override { return inner_.position(); }
-    void restart(std::int64_t position) override { inner_.restart(position); }
-    std::vector<float> run(std::span<const std::int32_t> next) override { return inner_.run(next); }
-    std::vector<float> chain(std::int32_t token) override { return inner_.chain(token); }
-    void save_ring() override { inner_.save_ring(); }
-    void restore_ring(std::int64_t position) override { inner_.restore_ring(position); }
-    std::vector<float> ring() const override { return inner_.ring(); }
+    ChainRunner(const aff::Model& model, aff::CpuSequence& trunk)
+        : ForwardingMtpRunner(std::make_unique<aff::CpuMtpRunner>(model, trunk)) {}
     bool greedy_chain(std::span<const std::int32_t> next, std::size_t k, std::vector<std::int32_t>& guesses) override {
         ++calls;
         auto best = [](const std::vector<float>& l) {
             return std::int32_t(std::max_element(l.begin(), l.end()) - l.begin());  // the first of the max
         };
-        guesses = {best(inner_.run(next))};
-        const std::int64_t after = inner_.position();
+        guesses = {best(inner().run(next))};
+        const std::int64_t after = inner().position();
         if (k > 1) {
-            inner_.save_ring();
-            while (guesses.size() < k) guesses.push_back(best(inner_.chain(guesses.back())));
-            inner_.restore_ring(after);
+            inner().save_ring();
+            while (guesses.size() < k) guesses.push_back(best(inner().chain(guesses.back())));
+            inner().restore_ring(after);
         }
         return true;
     }
     int calls = 0;
-
-private:
-    aff::CpuMtpRunner inner_;
 };
 }  // namespace
 
