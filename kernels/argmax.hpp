@@ -1,9 +1,10 @@
 // The argmax of rows of logits on the GPU: the greedy draft chains (forward_mtp.cpp's
 // mtp_draft_greedy, forward_dspark.cpp's dspark_greedy) pick each guess on the device, so a
 // guess's id goes straight into the next step's token buffer instead of a V-float row coming
-// to the host. Host-callable declarations only; device code in argmax.hip. CPU twin: the
-// drafters' greedy pick (libaff/runtime/draft_sampling.cpp's draft_pick without a sampler,
-// MtpDrafter::pick), whose rule this copies exactly, ties and NaN included.
+// to the host, and GpuModel::forward_ids picks a greedy generation's tokens and checks its
+// verify calls where the logits are. Host-callable declarations only; device code in
+// argmax.hip. CPU twin: libaff/runtime/greedy_pick.hpp (the sampler's temperature 0, the
+// drafters' plain guesses), whose rule this copies exactly, ties and NaN included.
 #pragma once
 
 #include <cstdint>

@@ -55,6 +55,7 @@ std::size_t Activations::layout(std::uint8_t* base, int tokens, const Activation
     take(y, n * D);
     take(logits, n * V);
     take(tokens_dev, n);
+    take(logit_ids, n);
     take(route_ids, n * k);
     take(route_ring, route_ring_words(c, n));
     {

@@ -44,6 +44,7 @@ struct Activations {
     float *a_rot = nullptr, *g1_rot = nullptr;  // H·a and H·g1 rows, for TQ2875R experts
     float *s1 = nullptr, *s3 = nullptr, *shared = nullptr, *y = nullptr, *logits = nullptr;
     std::int32_t *tokens_dev = nullptr, *route_ids = nullptr;
+    std::int32_t* logit_ids = nullptr;  // each logits row's greedy pick (GpuModel::forward_ids)
     std::int32_t* route_ring = nullptr;  // every layer's routing of the call (route_ring.hpp)
     void* moe_groups = nullptr;  // moe_group's scratch (prefill GEMM path)
     // expert_stage's (tiered, prefill GEMM path): the per-call table [E], the slots' sources and

@@ -354,6 +354,13 @@ public:
     // Same contract as Model::forward: runs tokens at st.position.. and returns [n, V] logits
     // when all_logits, else the last row [V].
     std::vector<float> forward(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_logits);
+    // forward's greedy picks on the device: the same call (decode steps replay the same
+    // graphs), then argmax_rows (kernels/argmax.hpp: greedy_pick's rule) over the first
+    // `candidates` ids (1..V) of each row forward would return; only those ids come to the
+    // host (n·4 bytes instead of n·V·4, one wait as forward's). Taps, route reports and the
+    // mover as forward's.
+    std::vector<std::int32_t> forward_ids(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_rows,
+                                          std::size_t candidates);
 
     // One decode step for each of 1..kDecodeBatchMax distinct sequences: tokens[i] runs at
     // states[i]->position; returns [B, V] logits, row i for sequence i (the same as each
@@ -529,13 +536,24 @@ private:
                     const std::uint8_t* from_host, const char* what) const;
 
     struct Impl;
+    // What a call gives back: its logits, or (forward_ids) only each row's pick among the
+    // first `candidates` ids, into *ids.
+    struct CallOutput {
+        std::vector<std::int32_t>* ids = nullptr;  // null: the logits
+        int candidates = 0;
+    };
+    std::vector<float> forward_call(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_logits,
+                                    CallOutput out);
+    std::vector<float> decode_call(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> tokens,
+                                   CallOutput out);
     // The end of every call, after its launches: the last part's logits (`rows` x V) copied
-    // back, each part's route ring queued after them where the mover or an observer reads it,
-    // one wait per part; then the mover and the observer's events (report_routes). starts:
-    // one entry (the call's first position), or one per token (a decode of that many
-    // sequences, each at its own position, reported as a forward each).
+    // back, or their picks (CallOutput), each part's route ring queued after them where the
+    // mover or an observer reads it, one wait per part; then the mover and the observer's
+    // events (report_routes). starts: one entry (the call's first position), or one per
+    // token (a decode of that many sequences, each at its own position, reported as a
+    // forward each). Returns the logits (empty when out.ids is set).
     std::vector<float> finish_call(std::size_t rows, std::span<const std::int32_t> tokens,
-                                   std::span<const std::int64_t> starts);
+                                   std::span<const std::int64_t> starts, CallOutput out);
     void report_routes(std::span<const std::int32_t> tokens, std::span<const std::int64_t> starts);
     // finish_call's part of the taps (forward_taps.cpp): the n rows' copies queued to the host
     // after the logits, and their means once the stream is done.

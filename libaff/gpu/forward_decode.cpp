@@ -1,8 +1,9 @@
-// The calls of GpuModel (forward_impl.hpp): forward (a prompt or chunk), decode (one token for
-// each of 1..4 sequences, replayed from captured graphs), the per-op-class step profile and
-// the bytes a decode step must read.
+// The calls of GpuModel (forward_impl.hpp): forward (a prompt or chunk) and forward_ids (its
+// greedy picks on the device), decode (one token for each of 1..4 sequences, replayed from
+// captured graphs), the per-op-class step profile and the bytes a decode step must read.
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
+#include "kernels/argmax.hpp"
 
 #include <algorithm>
 
@@ -36,12 +37,27 @@ void GpuModel::Impl::start_part(Impl* previous, std::span<const std::int32_t> to
 }
 
 std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits) {
+    return forward_call(st, toks, all_logits, {});
+}
+
+std::vector<std::int32_t> GpuModel::forward_ids(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_rows,
+                                                std::size_t candidates) {
+    const std::size_t V = std::size_t(shards_.front()->c.vocab_size);
+    if (candidates == 0 || candidates > V)
+        throw_usage("forward_ids: " + std::to_string(candidates) + " candidates outside 1.." + std::to_string(V));
+    std::vector<std::int32_t> ids;
+    forward_call(st, toks, all_rows, {&ids, int(candidates)});
+    return ids;
+}
+
+std::vector<float> GpuModel::forward_call(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_logits,
+                                          CallOutput out) {
     const Impl& m0 = *shards_.front();
     const int n = static_cast<int>(toks.size());
     if (n == 0) throw_usage("forward: no tokens");
     if (n == 1 && m0.attention_on_gpu) {  // a decode step: the captured path
         GpuDecodeState* one[1] = {&st};
-        return decode(one, toks);
+        return decode_call(one, toks, out);
     }
     for (const auto& p : shards_) p->check_call(st, toks);
 
@@ -59,17 +75,26 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
     }
     st.position += n;
     if (!m0.attention_on_gpu) st.attention.position = st.position;
-    return finish_call(std::size_t(n - first), toks, std::span<const std::int64_t>(&start, 1));
+    return finish_call(std::size_t(n - first), toks, std::span<const std::int64_t>(&start, 1), out);
 }
 
 std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::int32_t> toks,
-                                         std::span<const std::int64_t> starts) {
+                                         std::span<const std::int64_t> starts, CallOutput want) {
     const Impl& m0 = *shards_.front();
     const int n = static_cast<int>(toks.size());
     Impl& last = *shards_.back();
-    std::vector<float> out(rows * std::size_t(m0.c.vocab_size));
+    const int V = m0.c.vocab_size;
+    std::vector<float> out;
     use_device(last.device);
-    last.stream.copy(out.data(), last.logits, out.size() * 4);
+    if (want.ids) {
+        // The picks where the logits are (the head's rows, packed from the call's first kept row).
+        want.ids->resize(rows);
+        argmax_rows(last.logits, int(rows), want.candidates, V, last.logit_ids, last.stream.handle());
+        last.stream.copy(want.ids->data(), last.logit_ids, rows * 4);
+    } else {
+        out.resize(rows * std::size_t(V));
+        last.stream.copy(out.data(), last.logits, out.size() * 4);
+    }
     if (m0.taps_on) queue_taps(n);  // one GPU: the same stream, waited for with the logits
     for (const auto& p : shards_)  // after the logits: one copy each, waited for with them
         if (routes_ || p->tiers) {
@@ -173,6 +198,11 @@ std::size_t GpuModel::decode_state_read_bytes(std::int64_t position) const {
 }
 
 std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks) {
+    return decode_call(states, toks, {});
+}
+
+std::vector<float> GpuModel::decode_call(std::span<GpuDecodeState* const> states, std::span<const std::int32_t> toks,
+                                         CallOutput want) {
     Impl& m0 = *shards_.front();
     const int B = static_cast<int>(states.size());
     if (B < 1 || B > kDecodeBatchMax)
@@ -186,9 +216,13 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
     }
     if (!m0.attention_on_gpu) {  // attention on the CPU: one sequence at a time
         std::vector<float> out;
+        std::vector<std::int32_t> one_id;
+        if (want.ids) want.ids->clear();
         for (int i = 0; i < B; ++i) {
-            const std::vector<float> one = forward(*states[i], toks.subspan(i, 1), false);
+            const std::vector<float> one =
+                forward_call(*states[i], toks.subspan(i, 1), false, {want.ids ? &one_id : nullptr, want.candidates});
             out.insert(out.end(), one.begin(), one.end());
+            if (want.ids) want.ids->insert(want.ids->end(), one_id.begin(), one_id.end());
         }
         return out;
     }
@@ -220,7 +254,7 @@ std::vector<float> GpuModel::decode(std::span<GpuDecodeState* const> states, std
         }
     }
     for (int i = 0; i < B; ++i) ++states[i]->position;
-    return finish_call(std::size_t(B), toks, starts);
+    return finish_call(std::size_t(B), toks, starts, want);
 }
 
 }  // namespace aff::gpu

@@ -19,6 +19,7 @@ void DraftGate::start(const SamplerParams& sampling) {
     // What was measured carries over to the next generation (a server's requests): only the
     // time between generations is no cycle. The window goes on where it was.
     have_cycle_ = false;
+    window_cycles_ = 0;  // the next cycle pays the drafter's catch-up over the new prompt
 }
 
 std::vector<std::int32_t> DraftGate::propose(std::span<const std::int32_t> context) {
@@ -42,6 +43,11 @@ void DraftGate::close_cycle(double now) {
     window_tokens_ += cycle_tokens_;
     recent_seconds_ += seconds;
     recent_tokens_ += cycle_tokens_;
+    if (window_cycles_++ > 0) {
+        warm_tokens_ += cycle_tokens_;
+        warm_seconds_ += seconds;
+        fastest_warm_ = fastest_warm_ == 0 ? seconds : std::min(fastest_warm_, seconds);
+    }
     --window_left_;
     auto rate = [](std::size_t tokens, double s) {
         return s > 0 ? double(tokens) / s : std::numeric_limits<double>::max();
@@ -58,12 +64,22 @@ void DraftGate::close_cycle(double now) {
             measured = recent;
         }
     }
+    // A probe of drafts that cannot catch up any more ends now (see the header).
+    if (probing_ && drafting_ && window_left_ > 0 && rate_[0] > 0 && warm_seconds_ > 0) {
+        const double left = double(window_left_);
+        const double best = (double(warm_tokens_) + left * double(max_tokens() + 1)) / (warm_seconds_ + left * fastest_warm_);
+        if (best < rate_[0]) window_left_ = 0;
+    }
     if (window_left_ > 0) return;
     rate_[drafting_ ? 1 : 0] = measured;
     window_seconds_ = 0;
     window_tokens_ = 0;
     recent_seconds_ = 0;
     recent_tokens_ = 0;
+    window_cycles_ = 0;
+    warm_tokens_ = 0;
+    warm_seconds_ = 0;
+    fastest_warm_ = 0;
     choose_next();
 }
 

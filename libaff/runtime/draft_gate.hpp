@@ -7,7 +7,14 @@
 // decode steps), a cycle being the time from one proposal to the next and the tokens it
 // produced (1, plus the accepted guesses), and keeps to the faster way, trying the other for a
 // short window now and then, less often while it keeps losing, and cutting a run short once
-// it falls behind the other way's latest rate; what it measured carries over from one generation to the next
+// it falls behind the other way's latest rate. A probe of drafts ends as soon as it cannot
+// come out faster than plain steps even if each cycle left gave the most tokens a cycle can
+// (every guess accepted) in the time of its fastest cycle so far: where drafts lose outright
+// (no guess accepted, a verify call dearer than the steps it could save) a probe costs as few
+// as two cycles, not eight, which is what a short generation can afford. A probe's first cycle
+// (and a generation's first) does not count towards that test: it pays the drafter's
+// catch-up over the plain steps or the prompt before it (the MTP layer's ring), which later
+// cycles do not. What it measured carries over from one generation to the next
 // (a server's requests), the faster way being re-measured in each of its runs. Outputs do not
 // depend on it (drafting never changes greedy
 // output, nor the distribution of sampled output); with sampling, which steps drafted does
@@ -66,6 +73,9 @@ private:
     // The current window's sums, and each way's rate from its latest complete window.
     double window_seconds_ = 0, recent_seconds_ = 0;
     std::size_t window_tokens_ = 0, recent_tokens_ = 0;  // recent: the run's last probe_cycles cycles
+    // The current window's cycles, and those after its first (warm): their sums and the fastest.
+    std::size_t window_cycles_ = 0, warm_tokens_ = 0;
+    double warm_seconds_ = 0, fastest_warm_ = 0;
     double rate_[2] = {0, 0};
 };
 

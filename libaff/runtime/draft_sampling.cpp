@@ -1,6 +1,8 @@
 // Guesses from a drafter's logits (draft_sampling.hpp).
 #include "libaff/runtime/draft_sampling.hpp"
 
+#include "libaff/runtime/greedy_pick.hpp"
+
 #include <algorithm>
 #include <vector>
 
@@ -14,12 +16,7 @@ std::optional<Sampler> draft_sampler(const SamplerParams& sampling) {
 }
 
 std::int32_t draft_pick(std::optional<Sampler>& sampler, std::span<const float> logits, std::span<float> q) {
-    if (!sampler) {
-        std::int32_t best = 0;
-        for (std::size_t i = 1; i < logits.size(); ++i)
-            if (logits[i] > logits[std::size_t(best)]) best = std::int32_t(i);
-        return best;
-    }
+    if (!sampler) return greedy_pick(logits);
     std::vector<float> p;
     sampler->distribution(logits, p);
     std::copy(p.begin(), p.end(), q.begin());

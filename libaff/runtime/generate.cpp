@@ -1,4 +1,8 @@
-// The generation loop of generate.hpp.
+// The generation loop of generate.hpp. Greedy generation that needs nothing of the logits but
+// their argmax (no constraint, no logprobs, no logits hook, nothing forced) runs picks-only:
+// every call is Sequence::forward_ids, so on the GPU a decode step or a verify call of k+1
+// tokens brings back k+1 ids, not k+1 rows of the vocabulary, and the guesses are checked
+// against those ids. The tokens are the same either way (greedy_pick.hpp's rule on both).
 #include "libaff/runtime/generate.hpp"
 
 #include "libaff/core/error.hpp"
@@ -19,12 +23,18 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 class Loop {
 public:
     Loop(Sequence& seq, const GenerateOptions& o, const GenerateHooks& h)
-        : seq_(seq), o_(o), h_(h), vocab_(seq.vocab_size()), sampler_(o.sampling), stops_(o.stop) {}
+        : seq_(seq), o_(o), h_(h), vocab_(seq.vocab_size()), sampler_(o.sampling), stops_(o.stop),
+          picks_only_(o.sampling.temperature == 0.0f && !o.constraint && o.logprobs < 0 && !h.on_logits &&
+                      o.forced.empty()) {}
 
     GenerateStats run();
 
 private:
+    // One forward call (logits), or its picks (picks-only), timed and told to the hooks.
     std::vector<float> dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind);
+    std::vector<std::int32_t> dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind);
+    template <class Call>
+    auto timed(std::size_t tokens, Dispatch::Kind kind, Call call);
     bool emit(GenerationStep& step) {
         stats_.text += step.text;
         return !h_.on_step || h_.on_step(step);
@@ -52,10 +62,15 @@ private:
     const std::size_t vocab_;
     Sampler sampler_;
     StopMatcher stops_;
+    const bool picks_only_;
     GenerateStats stats_;
     std::int64_t position_ = 0;  // where the next token runs in a run without a drafter
     std::vector<float> logits_;  // predicting the token at position_
     std::vector<float> masked_;  // logits_ under the constraint, when there is one
+    // Picks-only: the pick predicting the token at position_ (in place of logits_), and the
+    // last verify call's picks (in place of rows_).
+    std::int32_t pick_ = 0;
+    std::vector<std::int32_t> row_picks_;
     // The drafter's state: the tokens so far, and the last verify call's guesses and rows
     // (rows_[j] follows the call's j-th input); next_ guesses were accepted.
     Drafter* drafter_ = nullptr;
@@ -66,25 +81,37 @@ private:
     std::size_t next_ = 0;
 };
 
-std::vector<float> Loop::dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind) {
+template <class Call>
+auto Loop::timed(std::size_t tokens, Dispatch::Kind kind, Call call) {
     const std::int64_t at = seq_.position();
-    if (h_.before_dispatch) h_.before_dispatch(Dispatch{kind, at, tokens.size(), 0});
+    if (h_.before_dispatch) h_.before_dispatch(Dispatch{kind, at, tokens, 0});
     const auto t0 = Clock::now();
-    std::vector<float> logits = seq_.forward(tokens, all_logits);
+    auto out = call();
     const double seconds = seconds_since(t0);
     if (kind != Dispatch::Kind::prompt) {
         stats_.decode_forward_seconds += seconds;
         ++stats_.decode_forwards;
     }
-    if (h_.between_dispatches) h_.between_dispatches(Dispatch{kind, at, tokens.size(), seconds});
-    return logits;
+    if (h_.between_dispatches) h_.between_dispatches(Dispatch{kind, at, tokens, seconds});
+    return out;
+}
+
+std::vector<float> Loop::dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind) {
+    return timed(tokens.size(), kind, [&] { return seq_.forward(tokens, all_logits); });
+}
+
+std::vector<std::int32_t> Loop::dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind) {
+    return timed(tokens.size(), kind, [&] { return seq_.forward_ids(tokens, all_rows, vocab_); });
 }
 
 bool Loop::take_guess(std::int32_t token) {
     if (next_ >= guesses_.size() || guesses_[next_] != token) return false;
     ++next_;
     ++stats_.accepted_tokens;
-    logits_.assign(rows_.begin() + std::ptrdiff_t(next_ * vocab_), rows_.begin() + std::ptrdiff_t((next_ + 1) * vocab_));
+    if (picks_only_)
+        pick_ = row_picks_[next_];
+    else
+        logits_.assign(rows_.begin() + std::ptrdiff_t(next_ * vocab_), rows_.begin() + std::ptrdiff_t((next_ + 1) * vocab_));
     ++position_;
     report_logits(token);
     if (next_ == guesses_.size()) {
@@ -137,14 +164,23 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
     }
     if (guesses.empty()) {
         const std::int32_t one[1] = {token};
-        logits_ = dispatch(one, false, Dispatch::Kind::decode);
+        if (picks_only_)
+            pick_ = dispatch_ids(one, false, Dispatch::Kind::decode).front();
+        else
+            logits_ = dispatch(one, false, Dispatch::Kind::decode);
     } else {
         std::vector<std::int32_t> chunk{token};
         chunk.insert(chunk.end(), guesses.begin(), guesses.end());
-        rows_ = dispatch(chunk, true, Dispatch::Kind::verify);
-        logits_.assign(rows_.begin(), rows_.begin() + std::ptrdiff_t(vocab_));
+        if (picks_only_) {
+            row_picks_ = dispatch_ids(chunk, true, Dispatch::Kind::verify);
+            pick_ = row_picks_.front();
+        } else {
+            rows_ = dispatch(chunk, true, Dispatch::Kind::verify);
+            logits_.assign(rows_.begin(), rows_.begin() + std::ptrdiff_t(vocab_));
+        }
         stats_.drafted_tokens += guesses.size();
-        // The draft distributions, when the drafter drew its guesses from some.
+        // The draft distributions, when the drafter drew its guesses from some (never at
+        // temperature 0, so never picks-only).
         draft_q_.clear();
         if (!drafter_->draft_distribution(0).empty()) {
             draft_q_.resize(guesses.size() * vocab_);
@@ -173,7 +209,10 @@ GenerateStats Loop::run() {
     if (h_.drafter && o_.forced.empty()) h_.drafter->start(o_.sampling);
     const std::int64_t start = seq_.position();
     const auto t0 = Clock::now();
-    logits_ = dispatch(o_.prompt, want_logits, Dispatch::Kind::prompt);
+    if (picks_only_)
+        pick_ = dispatch_ids(o_.prompt, false, Dispatch::Kind::prompt).front();
+    else
+        logits_ = dispatch(o_.prompt, want_logits, Dispatch::Kind::prompt);
     stats_.prefill_seconds = seconds_since(t0);
     position_ = start + static_cast<std::int64_t>(o_.prompt.size());
     if (want_logits) {
@@ -208,6 +247,8 @@ GenerateStats Loop::run() {
         std::int32_t token;
         if (forcing) {
             token = o_.forced[i];
+        } else if (picks_only_) {
+            token = pick_;  // the sampler's temperature-0 choice, made where the logits are
         } else if (o_.constraint) {
             masked_.assign(logits_.begin(), logits_.end());
             o_.constraint->mask(masked_);

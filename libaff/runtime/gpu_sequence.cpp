@@ -122,16 +122,25 @@ private:
         if (spare_.size() < kSpareRecords)
             spare_.emplace_back(static_cast<GpuUndo*>(record.release()));
     }
-    std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
+    // One call of the model (forward or forward_ids), with what every call needs around it.
+    template <class Forward>
+    auto call(std::span<const std::int32_t> tokens, Forward forward) {
         const std::int64_t start = state_.position;
         // While the generation loop keeps undo records (it drafts: these are verify calls and
         // their replays), calls take the GEMVs, whose rows round as a single step's do, so a
         // greedy verify call chooses what single steps would.
         model_.set_gemv_calls(rewind_depth() > 0);
-        std::vector<float> logits = model_.forward(state_, tokens, all_logits);
+        auto out = forward();
         if (listener_) listener_->on_trunk_call(start, tokens.size());  // the call's streams are still there
         if (taps_) taps_->on_taps(start, tokens.size(), model_.last_taps());
-        return logits;
+        return out;
+    }
+    std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
+        return call(tokens, [&] { return model_.forward(state_, tokens, all_logits); });
+    }
+    std::vector<std::int32_t> run_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                      std::size_t candidates) override {
+        return call(tokens, [&] { return model_.forward_ids(state_, tokens, all_rows, candidates); });
     }
 
     static constexpr std::size_t kSpareRecords = 8;

@@ -4,6 +4,7 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/cpu_mtp_runner.hpp"
+#include "libaff/runtime/greedy_pick.hpp"
 
 #include <algorithm>
 
@@ -59,12 +60,7 @@ void MtpDrafter::on_trunk_call(std::int64_t start, std::size_t n) {
 }
 
 std::int32_t MtpDrafter::pick(std::span<const float> logits, std::size_t j) {
-    if (!sampler_) {
-        std::int32_t best = 0;
-        for (std::size_t i = 1; i < logits.size(); ++i)
-            if (logits[i] > logits[std::size_t(best)]) best = std::int32_t(i);  // ties: the lower id
-        return best;
-    }
+    if (!sampler_) return greedy_pick(logits);
     std::vector<float> q;
     sampler_->distribution(logits, q);
     std::copy(q.begin(), q.end(), q_.begin() + std::ptrdiff_t(j * logits.size()));

@@ -4,6 +4,7 @@
 #include "libaff/runtime/sampler.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/greedy_pick.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -44,12 +45,9 @@ Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.see
         throw_usage("min_p must be in [0, 1], got " + std::to_string(params.min_p));
 }
 
-static std::int32_t argmax(std::span<const float> logits) {
-    std::int32_t best = 0;
-    for (std::int32_t i = 1; i < static_cast<std::int32_t>(logits.size()); ++i)
-        if (better(logits, i, best)) best = i;
-    return best;
-}
+// Temperature 0: the shared greedy rule (better() agrees with it: a later id wins only by a
+// larger value, and NaN never does).
+static std::int32_t argmax(std::span<const float> logits) { return greedy_pick(logits); }
 
 std::size_t Sampler::candidates(std::span<const float> logits, double& total) {
     // Candidates sorted by logit; only as many as the filters can keep.

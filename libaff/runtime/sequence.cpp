@@ -1,10 +1,16 @@
-// Sequence's defaults (sequence.hpp): no snapshots, no rewind, and the one range check
-// every rewind goes through.
+// Sequence's defaults (sequence.hpp): no snapshots, no rewind, greedy picks on the host, and
+// the one range check every rewind goes through.
 #include "libaff/runtime/sequence.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/greedy_pick.hpp"
 
 namespace aff {
+
+std::vector<std::int32_t> Sequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                                std::size_t candidates) {
+    return greedy_picks(forward(tokens, all_rows), vocab_size(), candidates);
+}
 
 std::unique_ptr<SequenceSnapshot> Sequence::snapshot() const {
     throw_unsupported(describe() + ": this sequence cannot snapshot its state");

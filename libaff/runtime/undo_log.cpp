@@ -1,17 +1,34 @@
 // UndoLogSequence (undo_log.hpp): the log of undo records and the rewind over it.
 #include "libaff/runtime/undo_log.hpp"
 
+#include "libaff/runtime/greedy_pick.hpp"
+
 #include <algorithm>
 
 namespace aff {
 
-std::vector<float> UndoLogSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
-    if (depth_ == 0 || tokens.empty()) return run(tokens, all_logits);
+template <class Call>
+auto UndoLogSequence::logged(std::span<const std::int32_t> tokens, Call call) {
+    if (depth_ == 0 || tokens.empty()) return call();
     Chunk chunk{position(), {tokens.begin(), tokens.end()}, take_undo(tokens)};
-    std::vector<float> logits = run(tokens, all_logits);
+    auto out = call();
     log_.push_back(std::move(chunk));
     trim();
-    return logits;
+    return out;
+}
+
+std::vector<float> UndoLogSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+    return logged(tokens, [&] { return run(tokens, all_logits); });
+}
+
+std::vector<std::int32_t> UndoLogSequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                                       std::size_t candidates) {
+    return logged(tokens, [&] { return run_ids(tokens, all_rows, candidates); });
+}
+
+std::vector<std::int32_t> UndoLogSequence::run_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                                   std::size_t candidates) {
+    return greedy_picks(run(tokens, all_rows), vocab_size(), candidates);
 }
 
 void UndoLogSequence::set_rewind_depth(std::size_t tokens) {

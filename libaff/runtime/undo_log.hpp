@@ -25,8 +25,11 @@ public:
         virtual ~UndoRecord() = default;
     };
 
-    // Runs the tokens through run(), first taking their undo record when the depth is above 0.
+    // Run the tokens through run() / run_ids(), first taking their undo record when the depth
+    // is above 0.
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) final;
+    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                          std::size_t candidates) final;
     void set_rewind_depth(std::size_t tokens) override;
     std::size_t rewind_depth() const override { return depth_; }
     std::int64_t rewind_floor() const override;
@@ -37,6 +40,9 @@ protected:    // What forwarding `tokens` at position() will change, saved so ap
     virtual void apply_undo(const UndoRecord& record) = 0;
     // The backend's forward (Sequence::forward's contract).
     virtual std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) = 0;
+    // The backend's forward_ids (Sequence::forward_ids' contract); by default picks from run's rows.
+    virtual std::vector<std::int32_t> run_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                              std::size_t candidates);
     // Drops every record: the state was replaced (reset, restore) and cannot go back.
     void forget_history() { log_.clear(); }
     // A record no rewind can need any more (trimmed, or applied by a rewind), handed back so
@@ -46,6 +52,9 @@ protected:    // What forwarding `tokens` at position() will change, saved so ap
 
 private:
     void rewind_to(std::int64_t position) override;
+    // `call` (run or run_ids on the tokens), with the tokens' undo record kept when the depth is above 0.
+    template <class Call>
+    auto logged(std::span<const std::int32_t> tokens, Call call);
     // Drops records no rewind within the depth can need.
     void trim();
 

@@ -4,7 +4,9 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/core/units.hpp"
+#include "libaff/runtime/greedy_pick.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace aff::serve {
@@ -25,6 +27,9 @@ PrefixCachedSequence::PrefixCachedSequence(std::unique_ptr<Sequence> backend, st
     : backend_(std::move(backend)), has_text_(std::move(has_text)), assistant_token_(assistant_token) {
     if (!backend_) throw_internal("PrefixCachedSequence: no backend");
     if (has_text_.size() != backend_->vocab_size()) throw_internal("PrefixCachedSequence: has_text is not one per id");
+    const std::size_t first_without = std::size_t(std::find(has_text_.begin(), has_text_.end(), false) - has_text_.begin());
+    if (std::find(has_text_.begin() + std::ptrdiff_t(first_without), has_text_.end(), true) == has_text_.end())
+        text_prefix_ = first_without;
 }
 
 void PrefixCachedSequence::set_prefix_cache(std::size_t bytes) {
@@ -51,26 +56,38 @@ void PrefixCachedSequence::set_route_recorder(trace::RouteRecorder* recorder) {
     recorder_ = recorder;
 }
 
-std::vector<float> PrefixCachedSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+template <class Run>
+auto PrefixCachedSequence::tracked(std::span<const std::int32_t> tokens, Run run) {
     const bool prompt = fresh_;
     if (recorder_) recorder_->begin(trace_sequence_, prompt ? trace::Phase::prefill : next_phase_);
     next_phase_ = trace::Phase::decode;
     fresh_ = false;
     sequence_valid_ = false;
-    std::vector<float> logits;
-    if (prompt && tokens.size() >= 2 && !all_logits) {
-        logits = run_prompt(tokens);
-    } else {
-        if (prompt) cached_tokens_ = 0;
-        logits = backend_->forward(tokens, all_logits);
-    }
+    auto out = run(prompt);
     sequence_.insert(sequence_.end(), tokens.begin(), tokens.end());
     sequence_valid_ = true;
     if (std::optional<TierStats> t = backend_->tier_stats()) {  // a few µs a call: the table's counts
         std::lock_guard lock(stats_mutex_);
         tier_stats_ = *t;
     }
-    return mask(std::move(logits));
+    return out;
+}
+
+std::vector<float> PrefixCachedSequence::forward(std::span<const std::int32_t> tokens, bool all_logits) {
+    return mask(tracked(tokens, [&](bool prompt) {
+        if (prompt && tokens.size() >= 2 && !all_logits) return run_prompt(tokens);
+        if (prompt) cached_tokens_ = 0;
+        return backend_->forward(tokens, all_logits);
+    }));
+}
+
+std::vector<std::int32_t> PrefixCachedSequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                                            std::size_t candidates) {
+    // Masked ids never win a greedy pick (-infinity is never larger), so a masked tail is a cut.
+    if (fresh_ || text_prefix_ == 0) return greedy_picks(forward(tokens, all_rows), vocab_size(), candidates);
+    return tracked(tokens, [&](bool) {
+        return backend_->forward_ids(tokens, all_rows, std::min(candidates, text_prefix_));
+    });
 }
 
 std::optional<TierStats> PrefixCachedSequence::published_tier_stats() const {

@@ -42,6 +42,11 @@ public:
     std::int64_t position() const override { return backend_->position(); }
     void reset() override;
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override;
+    // The backend's picks among the ids with text when those are a prefix of the vocabulary
+    // (the padded tail masked by the cut); the prompt, and a mask with holes, pick from
+    // forward's masked rows.
+    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                          std::size_t candidates) override;
     void set_rewind_depth(std::size_t tokens) override { backend_->set_rewind_depth(tokens); }
     std::size_t rewind_depth() const override { return backend_->rewind_depth(); }
     std::int64_t rewind_floor() const override { return backend_->rewind_floor(); }
@@ -74,6 +79,10 @@ public:
 
 private:
     void rewind_to(std::int64_t position) override;
+    // A call of the backend, `run(prompt)`, with the trace's phase, the tokens and the tier
+    // counters kept around it.
+    template <class Run>
+    auto tracked(std::span<const std::int32_t> tokens, Run run);
     std::vector<float> run_prompt(std::span<const std::int32_t> tokens);
     std::vector<float> mask(std::vector<float> logits) const;
     // Snapshots the backend under `tokens` (the tokens it has run) unless already cached.
@@ -85,6 +94,7 @@ private:
 
     std::unique_ptr<Sequence> backend_;
     std::vector<bool> has_text_;
+    std::size_t text_prefix_ = 0;  // has_text_ is true below this and false from it; 0: not so
     std::int32_t assistant_token_ = -1;
     PrefixCache cache_{0};
     std::string cache_description_ = "prefix cache off";

@@ -1,25 +1,21 @@
-// Device test: kernels/argmax.hip against the drafters' greedy pick on the host (draft_pick
-// without a sampler, the rule the device draft chains must copy): random rows of several
+// Device test: kernels/argmax.hip against the greedy pick on the host (greedy_pick.hpp: the
+// sampler's temperature 0 and the drafters' plain guesses, the rule the device must copy): random rows of several
 // widths (the vocabulary's among them), rows whose maximum is tied at many ids, NaNs at id 0
 // and elsewhere, rows all -inf or all NaN, and ±0 ties; ids must be identical, and the copy
 // destination must hold the same ids.
 #include "device_test.hpp"
 
-#include "libaff/runtime/draft_sampling.hpp"
+#include "libaff/runtime/greedy_pick.hpp"
 #include "kernels/argmax.hpp"
 
 #include <cmath>
 #include <limits>
-#include <optional>
 
 using namespace aff::gpu::test;
 
 namespace {
 
-std::int32_t host_pick(std::span<const float> row) {
-    std::optional<aff::Sampler> none;
-    return aff::draft_pick(none, row, {});
-}
+std::int32_t host_pick(std::span<const float> row) { return aff::greedy_pick(row); }
 
 // Rows of `cols` floats shaped by `kind`; row r differs from the others.
 std::vector<float> shaped(int rows, int cols, int kind) {

@@ -92,3 +92,49 @@ TEST_CASE("the draft gate keeps to drafting where it is faster and to plain step
     CHECK(c.draft_stretches >= 1);  // but never none
     CHECK(!gate.drafting());
 }
+
+TEST_CASE("a probe of drafts that can no longer win ends after its second cycle", "[runtime]") {
+    double now = 0;
+    aff::DraftGate gate(std::make_unique<ThreeGuesses>(), [&now] { return now; });
+    gate.start({});
+    const Costs plain_only{1.0, 1.0, 1.0, 0};
+    // Plain steps measured, 1 token a second (the next proposal closes the window's last cycle).
+    simulate(gate, now, plain_only, aff::DraftGate::probe_cycles);
+    // Nothing accepted and a cycle of 6 s: even every guess accepted from here on (4 tokens a
+    // cycle) could not beat one token a second, so the probe stops after its first warm cycle.
+    const Costs hopeless{1.0, 1.0, 5.0, 0};
+    const Run probe = simulate(gate, now, hopeless, 3);
+    CHECK(probe.drafting_cycles == 2);
+    CHECK(!gate.drafting());
+    CHECK(gate.drafting_rate() == Approx(2.0 / 12.0));
+    CHECK(gate.plain_rate() == Approx(1.0));
+
+    // A drafter that loses only narrowly (3 tokens in 3.05 s: 4 in the last cycle would still
+    // win) is measured over the whole probe.
+    double now2 = 0;
+    aff::DraftGate gate2(std::make_unique<ThreeGuesses>(), [&now2] { return now2; });
+    gate2.start({});
+    simulate(gate2, now2, plain_only, aff::DraftGate::probe_cycles);
+    const Costs narrow{1.0, 0.05, 3.0, 2};
+    const Run full = simulate(gate2, now2, narrow, aff::DraftGate::probe_cycles + 1);
+    CHECK(full.drafting_cycles == aff::DraftGate::probe_cycles);
+    CHECK(!gate2.drafting());
+    CHECK(gate2.drafting_rate() == Approx(3.0 / 3.05));
+}
+
+TEST_CASE("a probe's first cycle, which pays the drafter's catch-up, does not end the probe", "[runtime]") {
+    double now = 0;
+    aff::DraftGate gate(std::make_unique<ThreeGuesses>(), [&now] { return now; });
+    gate.start({});
+    simulate(gate, now, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles);
+    // The first drafting cycle costs 40 s (a long catch-up); the rest win clearly.
+    const std::vector<std::int32_t> context{0};
+    REQUIRE(!gate.propose(context).empty());
+    now += 40.0;
+    gate.verified(3, 3);
+    const Costs good{1.0, 0.2, 1.2, 3};
+    const Run rest = simulate(gate, now, good, aff::DraftGate::probe_cycles);
+    CHECK(rest.drafting_cycles == aff::DraftGate::probe_cycles - 1);  // the probe ran its eight cycles
+    CHECK(!gate.drafting());  // 32 tokens in 49.8 s lose to plain steps this time, measured in full
+    CHECK(gate.drafting_rate() == Approx(32.0 / 49.8));
+}

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -285,5 +286,95 @@ TEST_CASE("with a drafter, the loop generates the tokens and logits of a run wit
         CHECK(drafted_end.r.tokens == plain_end.r.tokens);
         CHECK(drafted_end.r.logits == plain_end.r.logits);
         CHECK(drafted_end.end_position == plain_end.end_position);
+    }
+}
+
+namespace {
+
+// The CPU sequence behind a wrapper that counts which call the loop makes: forward (logits)
+// or forward_ids (picks), and how many of the picks' calls asked for every row.
+class CountingSequence final : public aff::Sequence {
+public:
+    explicit CountingSequence(const aff::Model& m) : inner_(m) {}
+    std::string describe() const override { return inner_.describe(); }
+    std::size_t vocab_size() const override { return inner_.vocab_size(); }
+    std::int64_t position() const override { return inner_.position(); }
+    void reset() override { inner_.reset(); }
+    std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) override {
+        ++logits_calls;
+        return inner_.forward(tokens, all_logits);
+    }
+    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
+                                          std::size_t candidates) override {
+        ++picks_calls;
+        if (all_rows) ++all_row_picks;
+        CHECK(candidates == inner_.vocab_size());
+        return inner_.forward_ids(tokens, all_rows, candidates);
+    }
+    void set_rewind_depth(std::size_t tokens) override { inner_.set_rewind_depth(tokens); }
+    std::size_t rewind_depth() const override { return inner_.rewind_depth(); }
+    std::int64_t rewind_floor() const override { return inner_.rewind_floor(); }
+    std::size_t logits_calls = 0, picks_calls = 0, all_row_picks = 0;
+
+private:
+    void rewind_to(std::int64_t position) override { inner_.rewind(position); }
+    aff::CpuSequence inner_;
+};
+
+}  // namespace
+
+TEST_CASE("greedy generation that needs no logits runs on picks alone, drafted or not, with the same tokens",
+          "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(kTiny, pool);
+    const int V = model->config().vocab_size;
+    aff::GenerateOptions opt;
+    opt.prompt = {0, 11, 22, 33, 44, 55, 66};
+    opt.max_new_tokens = 30;
+    opt.sampling.temperature = 0;
+    const Run with_logits = run_with(*model, opt, nullptr);  // an on_logits hook: the logits path
+    REQUIRE(with_logits.r.tokens.size() == 30);
+
+    auto generate_counted = [&](aff::Drafter* drafter, aff::GenerateOptions o) {
+        CountingSequence seq(*model);
+        std::vector<std::int32_t> tokens;
+        aff::GenerateHooks h;
+        h.on_step = [&](const aff::GenerationStep& s) {
+            tokens.push_back(s.token);
+            return true;
+        };
+        h.drafter = drafter;
+        const aff::GenerateStats stats = aff::generate(seq, o, h);
+        // The logits path runs the last token too (its logits are asked for); nothing else differs.
+        CHECK(seq.position() == with_logits.end_position - 1);
+        return std::make_tuple(tokens, stats, seq.logits_calls, seq.picks_calls, seq.all_row_picks);
+    };
+    SECTION("plain steps") {
+        const auto [tokens, stats, logits_calls, picks_calls, all_rows] = generate_counted(nullptr, opt);
+        CHECK(tokens == with_logits.r.tokens);
+        CHECK(logits_calls == 0);
+        CHECK(picks_calls == stats.decode_forwards + 1);  // the prompt and every step
+        CHECK(all_rows == 0);
+    }
+    SECTION("drafted: the verify calls' guesses checked against their rows' picks") {
+        ScriptedDrafter drafter(with_logits.r.tokens, opt.prompt.size(), V);
+        const auto [tokens, stats, logits_calls, picks_calls, all_rows] = generate_counted(&drafter, opt);
+        CHECK(tokens == with_logits.r.tokens);
+        CHECK(logits_calls == 0);  // the rewinds' replays run through the CPU sequence's own log
+        CHECK(stats.accepted_tokens > 0);
+        CHECK(stats.accepted_tokens < stats.drafted_tokens);
+        CHECK(all_rows == stats.verify_calls);
+        CHECK(picks_calls == stats.decode_forwards + 1);
+    }
+    SECTION("anything that needs the logits keeps the logits path") {
+        aff::GenerateOptions o = opt;
+        o.logprobs = 0;
+        const auto [tokens, stats, logits_calls, picks_calls, all_rows] = generate_counted(nullptr, o);
+        CHECK(tokens == with_logits.r.tokens);
+        CHECK(picks_calls == 0);
+        CHECK(logits_calls == stats.decode_forwards + 1);
+        aff::GenerateOptions sampled = opt;
+        sampled.sampling.temperature = 0.5f;
+        CHECK(std::get<3>(generate_counted(nullptr, sampled)) == 0);
     }
 }
