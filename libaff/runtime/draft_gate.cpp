@@ -71,6 +71,9 @@ void DraftGate::close_cycle(double now) {
         if (best < rate_[0]) window_left_ = 0;
     }
     if (window_left_ > 0) return;
+    // A window's rate leaves out its first cycle, which pays for the switch (see the header),
+    // unless it had no other (a run cut short keeps its recent rate).
+    if (probing_ && warm_seconds_ > 0) measured = rate(warm_tokens_, warm_seconds_);
     rate_[drafting_ ? 1 : 0] = measured;
     window_seconds_ = 0;
     window_tokens_ = 0;

@@ -12,9 +12,11 @@
 // (every guess accepted) in the time of its fastest cycle so far: where drafts lose outright
 // (no guess accepted, a verify call dearer than the steps it could save) a probe costs as few
 // as two cycles, not eight, which is what a short generation can afford. A probe's first cycle
-// (and a generation's first) does not count towards that test: it pays the drafter's
-// catch-up over the plain steps or the prompt before it (the MTP layer's ring), which later
-// cycles do not. What it measured carries over from one generation to the next
+// (and a generation's first) counts neither towards that test nor in the probe's rate: it
+// pays for the switch, once a window, which the cycles after it do not (drafts: the drafter's
+// catch-up over the plain steps or the prompt before it, the MTP layer's ring; plain steps:
+// the first decode step's graph capture after the prompt, which made a launch-bound model's
+// plain steps look slower than its drafts). What it measured carries over from one generation to the next
 // (a server's requests), the faster way being re-measured in each of its runs. Outputs do not
 // depend on it (drafting never changes greedy
 // output, nor the distribution of sampled output); with sampling, which steps drafted does

@@ -122,7 +122,8 @@ TEST_CASE("a probe of drafts that can no longer win ends after its second cycle"
     CHECK(gate2.drafting_rate() == Approx(3.0 / 3.05));
 }
 
-TEST_CASE("a probe's first cycle, which pays the drafter's catch-up, does not end the probe", "[runtime]") {
+TEST_CASE("a window's first cycle, which pays for the switch, neither ends a probe nor counts in its rate",
+          "[runtime]") {
     double now = 0;
     aff::DraftGate gate(std::make_unique<ThreeGuesses>(), [&now] { return now; });
     gate.start({});
@@ -134,7 +135,20 @@ TEST_CASE("a probe's first cycle, which pays the drafter's catch-up, does not en
     gate.verified(3, 3);
     const Costs good{1.0, 0.2, 1.2, 3};
     const Run rest = simulate(gate, now, good, aff::DraftGate::probe_cycles);
-    CHECK(rest.drafting_cycles == aff::DraftGate::probe_cycles - 1);  // the probe ran its eight cycles
-    CHECK(!gate.drafting());  // 32 tokens in 49.8 s lose to plain steps this time, measured in full
-    CHECK(gate.drafting_rate() == Approx(32.0 / 49.8));
+    CHECK(rest.drafting_cycles == aff::DraftGate::probe_cycles);  // the probe ran its eight cycles, then a run
+    CHECK(gate.drafting());
+    CHECK(gate.drafting_rate() == Approx(4.0 / 1.4));  // the seven cycles after the catch-up
+
+    // Plain steps whose first cycle captures a graph (10 s) against drafts that lose to warm
+    // plain steps (3 tokens in 4 s): plain steps win, as they would without the capture.
+    double now2 = 0;
+    aff::DraftGate gate2(std::make_unique<ThreeGuesses>(), [&now2] { return now2; });
+    gate2.start({});
+    REQUIRE(gate2.propose(context).empty());
+    now2 += 10.0;
+    simulate(gate2, now2, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles - 1);
+    simulate(gate2, now2, Costs{1.0, 1.0, 3.0, 2}, aff::DraftGate::probe_cycles + 1);
+    CHECK(gate2.plain_rate() == Approx(1.0));
+    CHECK(gate2.drafting_rate() == Approx(0.75));
+    CHECK(!gate2.drafting());
 }
