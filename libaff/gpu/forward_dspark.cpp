@@ -21,6 +21,7 @@
 #include "libaff/gpu/forward_rope.hpp"
 #include "libaff/model/ops.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/sample_rows.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/rms_norm.hpp"
@@ -242,12 +243,28 @@ std::vector<float> GpuModel::dspark_guess_logits(GpuDsparkState& st, std::size_t
 }
 
 DsparkGreedy GpuModel::dspark_greedy(GpuDsparkState& st, std::int32_t anchor, std::size_t count) {
-    Impl& m = dspark_part(&st, "dspark_greedy");
+    return dspark_chain(st, anchor, count, nullptr, "dspark_greedy");
+}
+
+DsparkGreedy GpuModel::dspark_sampled(GpuDsparkState& st, std::int32_t anchor, std::size_t count, float temperature,
+                                      std::span<const float> uniforms) {
+    DsparkGreedy out;
+    const ChainDraws draws{temperature, uniforms, &out.q};
+    DsparkGreedy chain = dspark_chain(st, anchor, count, &draws, "dspark_sampled");
+    chain.q = std::move(out.q);
+    return chain;
+}
+
+DsparkGreedy GpuModel::dspark_chain(GpuDsparkState& st, std::int32_t anchor, std::size_t count,
+                                    const ChainDraws* draws, const char* what) {
+    Impl& m = dspark_part(&st, what);
     const ModelConfig& c = m.c;
     const int V = c.vocab_size, D = c.hidden_size, r = m.dspark.markov_w1.cols;
     if (!st.has_block || count < 1 || count > std::size_t(c.dspark.block_size))
-        throw_internal("dspark_greedy: no block, or guesses outside 1..γ");
-    if (anchor < 0 || anchor >= V) throw_internal("dspark_greedy: bad token");
+        throw_internal(std::string(what) + ": no block, or guesses outside 1..γ");
+    if (anchor < 0 || anchor >= V) throw_internal(std::string(what) + ": bad token");
+    float* u_dev = draws ? upload_draws(m, *draws, count, what) : nullptr;
+    float* q_dev = draws ? u_dev + count : nullptr;
     void* s = m.stream.handle();
     std::uint8_t* b = st.device.as<std::uint8_t>();
     std::int32_t* ids = reinterpret_cast<std::int32_t*>(b + m.dspark.ids);
@@ -269,13 +286,20 @@ DsparkGreedy GpuModel::dspark_greedy(GpuDsparkState& st, std::int32_t anchor, st
         m.dense_rows(m.at<void>(m.dspark.markov_w2.offset), m.dspark.markov_w2.type, V, r, x, r, 1, corr, V);
         m.stream.copy(row, b + m.dspark.logits + i * std::size_t(V) * 4, std::size_t(V) * 4);
         hc_post(row, corr, ones, ones + 1, 1, V, s, 1);
-        argmax_rows(row, 1, V, V, ids + i + 1, s);
+        if (draws)
+            sample_rows(row, 1, V, V, draws->temperature, u_dev + i, ids + i + 1, q_dev + i * std::size_t(V), s);
+        else
+            argmax_rows(row, 1, V, V, ids + i + 1, s);
     }
     DsparkGreedy out;
     out.ids.resize(count);
     std::vector<float> zs(count);
     m.stream.copy(out.ids.data(), ids + 1, count * 4);
     m.stream.copy(zs.data(), z, count * 4);
+    if (draws) {
+        draws->q->resize(count * std::size_t(V));
+        m.stream.copy(draws->q->data(), q_dev, draws->q->size() * 4);
+    }
     m.stream.synchronize();
     out.confidences.resize(count);
     for (std::size_t i = 0; i < count; ++i) out.confidences[i] = ops::sigmoid(zs[i]);

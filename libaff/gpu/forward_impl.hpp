@@ -163,6 +163,9 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // streams after each tap layer, expanded, into taps_dev [tap][taps_rows][hc, D].
     bool taps_on = false;
     Buffer taps_dev;
+    // A sampled MTP chain's draws and q rows ([k] then [k, V] floats; mtp_draft_sampled),
+    // grown on first use: a few MiB outside the memory plan.
+    Buffer chain_draws;
     int taps_rows = 0;
     // Room for `rows` rows a tap (before a call's launches: a captured graph must not see it move).
     void ensure_taps(int rows);

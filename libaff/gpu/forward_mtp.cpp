@@ -9,6 +9,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/sample_rows.hpp"
 #include "kernels/embed.hpp"
 #include "kernels/rms_norm.hpp"
 
@@ -181,15 +182,52 @@ std::vector<float> GpuModel::mtp_forward(GpuDecodeState& mst, std::span<const st
 
 std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::span<const std::int32_t> next,
                                                      std::size_t k) {
-    Impl& m = mtp_part(&mst, "mtp_draft_greedy");
+    return mtp_draft_chain(mst, next, k, nullptr, "mtp_draft_greedy");
+}
+
+std::vector<std::int32_t> GpuModel::mtp_draft_sampled(GpuDecodeState& mst, std::span<const std::int32_t> next,
+                                                      std::size_t k, float temperature, std::span<const float> uniforms,
+                                                      std::vector<float>& q) {
+    ChainDraws draws{temperature, uniforms, &q};
+    return mtp_draft_chain(mst, next, k, &draws, "mtp_draft_sampled");
+}
+
+float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, const char* what) const {
+    if (!(draws.temperature > 0.0f)) throw_usage(std::string(what) + ": temperature must be above 0");
+    if (draws.uniforms.size() != rows)
+        throw_usage(std::string(what) + ": " + std::to_string(draws.uniforms.size()) + " draws for " +
+                    std::to_string(rows) + " guesses");
+    for (float u : draws.uniforms)
+        if (!(u >= 0.0f && u < 1.0f)) throw_usage(std::string(what) + ": a draw outside [0, 1)");
+    const std::size_t need = (rows + rows * std::size_t(m.c.vocab_size)) * 4;
+    if (m.chain_draws.size() < need) m.chain_draws = Buffer(need);
+    float* u = m.chain_draws.as<float>();
+    m.stream.copy(u, draws.uniforms.data(), rows * 4);  // pageable: read by the chain's one wait
+    return u;
+}
+
+std::vector<std::int32_t> GpuModel::mtp_draft_chain(GpuDecodeState& mst, std::span<const std::int32_t> next,
+                                                    std::size_t k, const ChainDraws* draws, const char* what) {
+    Impl& m = mtp_part(&mst, what);
     const ModelConfig& c = m.c;
     const int n = static_cast<int>(next.size()), V = c.vocab_size, W = c.sliding_window;
     if (n < 1 || n > W)
-        throw_usage("mtp_draft_greedy: " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
+        throw_usage(std::string(what) + ": " + std::to_string(n) + " tokens (1.." + std::to_string(W) + ", the stored window)");
     if (k < 1 || k > std::size_t(W))
-        throw_usage("mtp_draft_greedy: " + std::to_string(k) + " guesses (1.." + std::to_string(W) + ")");
+        throw_usage(std::string(what) + ": " + std::to_string(k) + " guesses (1.." + std::to_string(W) + ")");
     check_tokens(next, V);
     std::int32_t* ids = reinterpret_cast<std::int32_t*>(mst.mtp.as<std::uint8_t>() + m.mtp.ids);
+    // A sampled chain's draws go up first, and its q rows [k, V] are written beside them.
+    float* u_dev = draws ? upload_draws(m, *draws, k, what) : nullptr;
+    float* q_dev = draws ? u_dev + k : nullptr;
+    // The guess straight into the token buffer the next step's embedding reads.
+    auto pick = [&](std::size_t j) {
+        if (draws)
+            sample_rows(m.logits, 1, V, V, draws->temperature, u_dev + j, ids + j, q_dev + j * std::size_t(V),
+                        m.stream.handle(), m.tokens_dev);
+        else
+            argmax_rows(m.logits, 1, V, V, ids + j, m.stream.handle(), m.tokens_dev);
+    };
     // One positions array a step: the uploads are queued from pageable memory, read by the
     // time of the one wait at the end.
     std::vector<std::int32_t> pos(std::size_t(n) + k - 1);
@@ -204,8 +242,7 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
     m.ensure_scratch(n * c.hc_mult);  // before the tokens go up (it may move tokens_dev)
     m.stream.copy(m.tokens_dev, next.data(), std::size_t(n) * 4);
     m.mtp_step(mst, n, MtpInput::trunk, false, pos.data());
-    // The guess straight into the token buffer the next step's embedding reads.
-    argmax_rows(m.logits, 1, V, V, ids, m.stream.handle(), m.tokens_dev);
+    pick(0);
     if (routes_) drain(next);
     mst.mtp_position += n;
     const std::int64_t after = mst.mtp_position;
@@ -214,7 +251,7 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
         mtp_save_ring(mst);
         for (std::size_t j = 1; j < k; ++j) {
             m.mtp_step(mst, 1, MtpInput::own, false, pos.data() + n + j - 1);
-            argmax_rows(m.logits, 1, V, V, ids + j, m.stream.handle(), m.tokens_dev);
+            pick(j);
             if (routes_) {
                 m.stream.copy(host_ids.data() + j - 1, ids + j - 1, 4);  // this step's input token
                 m.stream.synchronize();
@@ -225,6 +262,10 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
         mtp_restore_ring(mst, after);
     }
     m.stream.copy(host_ids.data(), ids, k * 4);
+    if (draws) {
+        draws->q->resize(k * std::size_t(V));
+        m.stream.copy(draws->q->data(), q_dev, draws->q->size() * 4);
+    }
     m.stream.synchronize();
     return host_ids;
 }

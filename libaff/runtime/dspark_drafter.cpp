@@ -110,6 +110,25 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
         guesses_ = guesses.size();
         return guesses;
     }
+    if (sampler_) {
+        // Drawn where the runner runs, from the tempered softmax with this drafter's own draws;
+        // q_ is then what they were drawn from, cut as the plain chain is.
+        std::vector<double> draws(max_tokens_);
+        for (double& u : draws) u = sampler_->uniform();
+        std::vector<float> q;
+        if (runner_->sampled(prev, max_tokens_, sampler_->params().temperature, draws, chain, chain_c, q)) {
+            if (q.size() != chain.size() * V) throw_internal("DsparkDrafter: a sampled chain without its q rows");
+            for (std::size_t i = 0; i < chain.size(); ++i) {
+                confidences_.push_back(chain_c[i]);
+                survival *= chain_c[i];
+                if (i > 0 && survival < min_survival_) break;
+                guesses.push_back(chain[i]);
+            }
+            std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
+            guesses_ = guesses.size();
+            return guesses;
+        }
+    }
     for (std::size_t i = 0; i < max_tokens_; ++i) {
         const float c = runner_->confidence(i, prev);
         confidences_.push_back(c);

@@ -26,9 +26,13 @@
 // At temperature 0 the guesses are the Markov-corrected logits' argmax, plain guesses
 // (drafter.hpp), and a runner that can pick them on its own side computes all min(γ,
 // max_tokens) of them and their confidences in one call (DsparkRunner::greedy: on the GPU's
-// device stages no logits row crosses the bus), the cut then applied here; else each is drawn with the generation's sampling parameters (its own seeded
-// sampler) and its distribution handed to the loop for speculative acceptance. Either way
-// the next guess's Markov correction follows the guess made.
+// device stages no logits row crosses the bus), the cut then applied here; else each is drawn
+// by its own seeded sampler and its distribution handed to the loop for speculative
+// acceptance: where the runner can draw on its own side (DsparkRunner::sampled: the device
+// stages) from the plain tempered softmax with this sampler's draws, all of them in one call,
+// their q rows coming back with the ids; else one row at a time on the host with the
+// generation's sampling parameters. Either way the next guess's Markov correction follows the
+// guess made.
 #pragma once
 
 #include "libaff/model/forward.hpp"

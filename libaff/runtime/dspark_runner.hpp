@@ -59,6 +59,16 @@ public:
         (void)anchor, (void)count, (void)ids, (void)confidences;
         return false;
     }
+    // The same chain with each guess drawn where the backend runs: guess i from q_i =
+    // softmax(guess_logits(i, prev_i) / temperature) (no top-k, top-p or min-p) by uniforms[i]
+    // in [0, 1), the first id whose running sum of q_i exceeds it; q's rows [count, V] into q.
+    // False (nothing run) where the backend has no such path. The GPU's device stages draw on
+    // the device (GpuModel::dspark_sampled), one copy of ids, confidences and q rows.
+    virtual bool sampled(std::int32_t anchor, std::size_t count, float temperature, std::span<const double> uniforms,
+                         std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>& q) {
+        (void)anchor, (void)count, (void)temperature, (void)uniforms, (void)ids, (void)confidences, (void)q;
+        return false;
+    }
     // Stage s's ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring(std::size_t stage) const = 0;
     // Where the stages run, for the drafter's start-up line: "stages on the CPU", or on the

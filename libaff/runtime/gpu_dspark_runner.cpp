@@ -6,6 +6,9 @@
 #include "libaff/runtime/cpu_dspark_runner.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace aff {
 namespace {
 
@@ -63,6 +66,17 @@ public:
         gpu::DsparkGreedy g = gpu_.dspark_greedy(state_, anchor, count);
         ids = std::move(g.ids);
         confidences = std::move(g.confidences);
+        return true;
+    }
+    bool sampled(std::int32_t anchor, std::size_t count, float temperature, std::span<const double> uniforms,
+                 std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>& q) override {
+        std::vector<float> u(uniforms.size());
+        for (std::size_t j = 0; j < u.size(); ++j)  // a double just under 1 must not round to 1
+            u[j] = std::min(float(uniforms[j]), std::nextafter(1.0f, 0.0f));
+        gpu::DsparkGreedy g = gpu_.dspark_sampled(state_, anchor, count, temperature, u);
+        ids = std::move(g.ids);
+        confidences = std::move(g.confidences);
+        q = std::move(g.q);
         return true;
     }
     std::vector<float> ring(std::size_t stage) const override { return gpu_.dspark_ring(state_, stage); }

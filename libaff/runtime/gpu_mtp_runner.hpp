@@ -2,8 +2,9 @@
 // on an MTP state of its own (GpuModel::new_mtp_state), the stream store in that state's device
 // buffer, filled device to device from each trunk call's final streams (GpuModel::keep_streams)
 // while the sequence reports the call. A greedy proposal's chain runs on the device, only the
-// guesses' ids coming to the host (greedy_chain: GpuModel::mtp_draft_greedy); a sampled one's
-// steps bring their logits rows (the drafter's sampler draws on the host).
+// guesses' ids coming to the host (greedy_chain: GpuModel::mtp_draft_greedy), and so does a
+// sampled one's, its guesses drawn on the device from the tempered softmax with the drafter's
+// draws, their q rows coming back with the ids (sampled_chain: GpuModel::mtp_draft_sampled).
 // Always declared; in a build without GPU support there is no GPU sequence to draft on.
 #pragma once
 

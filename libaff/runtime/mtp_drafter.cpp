@@ -4,6 +4,7 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/cpu_mtp_runner.hpp"
+#include "libaff/runtime/draft_sampling.hpp"
 #include "libaff/runtime/greedy_pick.hpp"
 
 #include <algorithm>
@@ -31,12 +32,7 @@ MtpDrafter::~MtpDrafter() { runner_->listen(nullptr); }
 
 void MtpDrafter::start(const SamplerParams& sampling) {
     new_sequence_ = true;
-    sampler_.reset();
-    if (sampling.temperature > 0.0f) {
-        SamplerParams own = sampling;
-        own.seed ^= 0x9e3779b97f4a7c15ull;  // draws of their own, not the target's
-        sampler_.emplace(own);
-    }
+    sampler_ = draft_sampler(sampling);  // draws of its own, not the target's; none at temperature 0
 }
 
 void MtpDrafter::on_trunk_call(std::int64_t start, std::size_t n) {
@@ -89,6 +85,17 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
         // Plain guesses, picked where the runner runs: the same chain as the loop below.
         guesses_ = chained.size();
         return chained;
+    }
+    if (sampler_) {
+        // Drawn where the runner runs, from the tempered softmax with this drafter's own draws;
+        // q_ is then what they were drawn from (not the sampler's filtered distribution).
+        std::vector<double> draws(max_tokens_);
+        for (double& u : draws) u = sampler_->uniform();
+        if (runner_->sampled_chain(next, max_tokens_, sampler_->params().temperature, draws, chained, q_)) {
+            if (q_.size() != chained.size() * V) throw_internal("MtpDrafter: a sampled chain without its q rows");
+            guesses_ = chained.size();
+            return chained;
+        }
     }
     std::vector<float> logits = runner_->run(next);
     std::vector<std::int32_t> guesses{pick(logits, 0)};

@@ -19,9 +19,12 @@
 //
 // At temperature 0 the guesses are the MTP logits' argmax, plain guesses (drafter.hpp), and a
 // runner that can pick them on its own side runs the whole chain there (MtpRunner::greedy_chain:
-// on the GPU no logits row crosses the bus, only the guesses' ids); else
-// each is drawn with the generation's sampling parameters (its own seeded sampler) and its
-// distribution handed to the loop for speculative acceptance.
+// on the GPU no logits row crosses the bus, only the guesses' ids); else each is drawn with
+// its own seeded sampler and its distribution handed to the loop for speculative acceptance:
+// where the runner can draw on its own side (MtpRunner::sampled_chain: the GPU) from the plain
+// tempered softmax with this sampler's draws, one copy of ids and q rows a proposal; else on
+// the host with the generation's sampling parameters (top-k, top-p, min-p included). Either q
+// is exact for the draws made from it, so the output stays the trunk's distribution.
 #pragma once
 
 #include "libaff/model/forward.hpp"

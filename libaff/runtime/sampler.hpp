@@ -51,12 +51,14 @@ public:
 
     const SamplerParams& params() const { return params_; }
 
+    // A uniform double in [0, 1) from 53 random bits, the next draw of the generator sample()
+    // uses (a drafter whose guesses are drawn on a device takes its draws from here).
+    double uniform();
+
 private:
     // Sorts and filters the candidates of `logits` into order_/probs_ (not at temperature 0):
     // returns how many are kept; `total` receives their mass.
     std::size_t candidates(std::span<const float> logits, double& total);
-    // A uniform double in [0, 1) from 53 random bits.
-    double uniform();
     std::vector<float> p_;  // scratch of speculative()
     SamplerParams params_;
     std::mt19937_64 rng_;

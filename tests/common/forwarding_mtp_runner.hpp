@@ -1,7 +1,7 @@
-// A runner that forwards every MtpRunner call to `inner` except greedy_chain (MtpRunner's
-// default: none), so that the MTP tests (tests/unit/runtime/mtp_drafter_test.cpp on the CPU,
-// tests/gpu/mtp_run.hpp on the device) can set a runner's own greedy chain, or its absence,
-// beside the same backend.
+// A runner that forwards every MtpRunner call to `inner` except greedy_chain and sampled_chain
+// (MtpRunner's defaults: none), so that the MTP tests (tests/unit/runtime/mtp_drafter_test.cpp
+// on the CPU, tests/gpu/mtp_run.hpp on the device) can set a runner's own chains, or their
+// absence, beside the same backend.
 #pragma once
 
 #include "libaff/runtime/mtp_runner.hpp"

@@ -12,8 +12,10 @@
 #include "libaff/runtime/cpu_sequence.hpp"
 #include "libaff/runtime/cpu_mtp_runner.hpp"
 #include "libaff/runtime/generate.hpp"
+#include "libaff/runtime/draft_sampling.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 #include "common/forwarding_mtp_runner.hpp"
+#include "common/tempered_draw.hpp"
 
 #include "unit/runtime/generate_outcome.hpp"
 
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -338,4 +341,83 @@ TEST_CASE("a runner's greedy chain gives the drafter's own chain and runs only a
             else
                 CHECK(chain_runner.calls == 0);
         }
+}
+
+namespace {
+// A CPU runner with a backend-side sampled chain (MtpRunner::sampled_chain, as the GPU's),
+// written from the runner's own calls and the host's account of the draw: the drafter must
+// hand it its own sampler's draws and report the q rows it returns.
+class SampledChainRunner final : public aff::test::ForwardingMtpRunner {
+public:
+    SampledChainRunner(const aff::Model& model, aff::CpuSequence& trunk)
+        : ForwardingMtpRunner(std::make_unique<aff::CpuMtpRunner>(model, trunk)) {}
+    bool sampled_chain(std::span<const std::int32_t> next, std::size_t k, float temperature,
+                       std::span<const double> uniforms, std::vector<std::int32_t>& guesses,
+                       std::vector<float>& q) override {
+        draws.insert(draws.end(), uniforms.begin(), uniforms.end());
+        temperatures.push_back(temperature);
+        guesses.clear();
+        q.clear();
+        auto draw = [&](const std::vector<float>& logits) {
+            const std::vector<double> row = aff::test::tempered_softmax(logits, temperature);
+            guesses.push_back(aff::test::tempered_draw(row, uniforms[guesses.size()]));
+            q.insert(q.end(), row.begin(), row.end());
+        };
+        draw(inner().run(next));
+        const std::int64_t after = inner().position();
+        if (k > 1) {
+            inner().save_ring();
+            while (guesses.size() < k) draw(inner().chain(guesses.back()));
+            inner().restore_ring(after);
+        }
+        last_q = q;
+        last_guesses = guesses;
+        return true;
+    }
+    std::vector<double> draws;
+    std::vector<float> temperatures, last_q;
+    std::vector<std::int32_t> last_guesses;
+};
+}  // namespace
+
+TEST_CASE("a runner's sampled chain gets the drafter's own draws and its q rows are what the drafter reports",
+          "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(kModels + "/tiny-trained", pool);
+    const std::size_t V = std::size_t(model->config().vocab_size);
+    for (std::size_t k : {1, 3}) {
+        INFO("k " << k);
+        aff::CpuSequence seq(*model);
+        auto runner = std::make_unique<SampledChainRunner>(*model, seq);
+        SampledChainRunner& r = *runner;
+        aff::MtpDrafter drafter(std::move(runner), k);
+        aff::SamplerParams params;
+        params.temperature = 0.8f;
+        params.top_k = 40;  // the device-style chain ignores the filters: q is the tempered softmax
+        params.seed = 21;
+        aff::GenerateOptions opt;
+        opt.prompt = prompt_of(12, 3, int(V));
+        opt.max_new_tokens = 24;
+        opt.sampling = params;
+        const Outcome got = generate_on(seq, opt, &drafter);
+        CHECK(got.tokens.size() == 24);
+        CHECK(got.stats.drafted_tokens > 0);
+        REQUIRE(!r.temperatures.empty());
+        CHECK(std::all_of(r.temperatures.begin(), r.temperatures.end(), [](float t) { return t == 0.8f; }));
+        // The draws are the drafter's own sampler's, in order: k a proposal.
+        CHECK(r.draws.size() == k * r.temperatures.size());
+        std::optional<aff::Sampler> own = aff::draft_sampler(params);
+        REQUIRE(own);
+        std::size_t differ = 0;
+        for (double u : r.draws) differ += u != own->uniform();
+        CHECK(differ == 0);
+        // The last proposal's distributions, as the drafter still reports them: the runner's q rows.
+        REQUIRE(r.last_q.size() == k * V);
+        for (std::size_t j = 0; j < r.last_guesses.size(); ++j) {
+            const std::span<const float> q = drafter.draft_distribution(j);
+            REQUIRE(q.size() == V);
+            CHECK(std::equal(q.begin(), q.end(), r.last_q.begin() + std::ptrdiff_t(j * V)));
+            CHECK(q[std::size_t(r.last_guesses[j])] > 0.0f);
+        }
+    }
 }
