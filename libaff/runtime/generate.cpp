@@ -79,6 +79,8 @@ private:
     std::vector<float> rows_;
     std::vector<float> draft_q_;  // [guesses, V] when the drafter gave distributions, else empty
     std::size_t next_ = 0;
+    // The sequence's rewind depth of its own, and while verifying (see advance()).
+    std::size_t own_depth_ = 0, verify_depth_ = 0;
 };
 
 template <class Call>
@@ -162,6 +164,10 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
         guesses = drafter_->propose(context_);
         guesses.resize(std::min({guesses.size(), drafter_->max_tokens(), budget_left}));
     }
+    // Only a verify call is ever rewound, and by the time of the next call it has been: a plain
+    // step needs no undo record (on the GPU those are device copies a call, a sizeable part of
+    // a small model's step), so the depth a rewind needs is kept for verify calls alone.
+    if (drafter_) seq_.set_rewind_depth(guesses.empty() ? own_depth_ : verify_depth_);
     if (guesses.empty()) {
         const std::int32_t one[1] = {token};
         if (picks_only_)
@@ -236,9 +242,10 @@ GenerateStats Loop::run() {
     } depth_guard;
     if (h_.drafter && !forcing) {
         drafter_ = h_.drafter;
-        depth_guard.depth = seq_.rewind_depth();
+        depth_guard.depth = own_depth_ = seq_.rewind_depth();
         depth_guard.seq = &seq_;
-        seq_.set_rewind_depth(std::max(depth_guard.depth, drafter_->max_tokens()));
+        verify_depth_ = std::max(own_depth_, drafter_->max_tokens());
+        seq_.set_rewind_depth(verify_depth_);
         context_ = o_.prompt;
     }
     StepLogprob lp;

@@ -308,6 +308,8 @@ public:
                                           std::size_t candidates) override {
         ++picks_calls;
         if (all_rows) ++all_row_picks;
+        // The depth a call runs under: what the sequence keeps to rewind it.
+        (tokens.size() > 1 && all_rows ? verify_depths : plain_depths).push_back(inner_.rewind_depth());
         CHECK(candidates == inner_.vocab_size());
         return inner_.forward_ids(tokens, all_rows, candidates);
     }
@@ -315,6 +317,7 @@ public:
     std::size_t rewind_depth() const override { return inner_.rewind_depth(); }
     std::int64_t rewind_floor() const override { return inner_.rewind_floor(); }
     std::size_t logits_calls = 0, picks_calls = 0, all_row_picks = 0;
+    std::vector<std::size_t> plain_depths, verify_depths;
 
 private:
     void rewind_to(std::int64_t position) override { inner_.rewind(position); }
@@ -347,6 +350,13 @@ TEST_CASE("greedy generation that needs no logits runs on picks alone, drafted o
         const aff::GenerateStats stats = aff::generate(seq, o, h);
         // The logits path runs the last token too (its logits are asked for); nothing else differs.
         CHECK(seq.position() == with_logits.end_position - 1);
+        // Only verify calls are kept to rewind: plain steps (and the prompt) run at the
+        // sequence's own depth, 0, and take no undo record.
+        CHECK(std::all_of(seq.plain_depths.begin(), seq.plain_depths.end(), [](std::size_t d) { return d == 0; }));
+        if (drafter)
+            CHECK(std::all_of(seq.verify_depths.begin(), seq.verify_depths.end(),
+                              [&](std::size_t d) { return d == drafter->max_tokens(); }));
+        CHECK(seq.rewind_depth() == 0);
         return std::make_tuple(tokens, stats, seq.logits_calls, seq.picks_calls, seq.all_row_picks);
     };
     SECTION("plain steps") {
