@@ -9,6 +9,8 @@
 // The generation loop that calls this is generate.hpp's, which aff-run and aff-serve share.
 #pragma once
 
+#include "libaff/runtime/kept_set.hpp"
+
 #include <cstdint>
 #include <random>
 #include <span>
@@ -56,14 +58,10 @@ public:
     double uniform();
 
 private:
-    // Sorts and filters the candidates of `logits` into order_/probs_ (not at temperature 0):
-    // returns how many are kept; `total` receives their mass.
-    std::size_t candidates(std::span<const float> logits, double& total);
     std::vector<float> p_;  // scratch of speculative()
     SamplerParams params_;
     std::mt19937_64 rng_;
-    std::vector<std::int32_t> order_;  // scratch, reused across calls
-    std::vector<float> probs_;
+    KeptSet kept_;  // scratch, reused across calls
 };
 
 // log-softmax of logits at one token.
