@@ -27,6 +27,8 @@ PrefixCachedSequence::PrefixCachedSequence(std::unique_ptr<Sequence> backend, st
     : backend_(std::move(backend)), has_text_(std::move(has_text)), assistant_token_(assistant_token) {
     if (!backend_) throw_internal("PrefixCachedSequence: no backend");
     if (has_text_.size() != backend_->vocab_size()) throw_internal("PrefixCachedSequence: has_text is not one per id");
+    for (std::size_t i = 0; i < has_text_.size(); ++i)
+        if (!has_text_[i]) no_text_.push_back(std::int32_t(i));
     const std::size_t first_without = std::size_t(std::find(has_text_.begin(), has_text_.end(), false) - has_text_.begin());
     if (std::find(has_text_.begin() + std::ptrdiff_t(first_without), has_text_.end(), true) == has_text_.end())
         text_prefix_ = first_without;
@@ -127,9 +129,10 @@ void PrefixCachedSequence::rewind_to(std::int64_t position) {
 }
 
 std::vector<float> PrefixCachedSequence::mask(std::vector<float> logits) const {
+    // The few ids without text, row by row (not a test of every entry: rows are 129 280 long).
     const std::size_t V = has_text_.size();
-    for (std::size_t i = 0; i < logits.size(); ++i)
-        if (!has_text_[i % V]) logits[i] = -std::numeric_limits<float>::infinity();
+    for (std::size_t row = 0; row + V <= logits.size(); row += V)
+        for (std::int32_t id : no_text_) logits[row + std::size_t(id)] = -std::numeric_limits<float>::infinity();
     return logits;
 }
 

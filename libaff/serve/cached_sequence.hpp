@@ -95,6 +95,7 @@ private:
     std::unique_ptr<Sequence> backend_;
     std::vector<bool> has_text_;
     std::size_t text_prefix_ = 0;  // has_text_ is true below this and false from it; 0: not so
+    std::vector<std::int32_t> no_text_;  // the ids has_text_ leaves out, ascending
     std::int32_t assistant_token_ = -1;
     PrefixCache cache_{0};
     std::string cache_description_ = "prefix cache off";
