@@ -21,9 +21,11 @@ bool better(std::span<const float> logits, std::int32_t a, std::int32_t b) {
     return a < b;
 }
 
+// exp in float (its 1e-7 is far below what a reported logprob shows), summed in double: a
+// double exp per id had cost 0.9 ms a row at V = 129 280, twice a token with logprobs on.
 float log_sum_exp(std::span<const float> logits, float max_logit) {
     double sum = 0.0;
-    for (float l : logits) sum += std::exp(double(l) - max_logit);
+    for (float l : logits) sum += std::exp(l - max_logit);
     return max_logit + float(std::log(sum));
 }
 
