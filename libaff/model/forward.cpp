@@ -296,13 +296,9 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
     if (shard.owned && int(shard.owned->size()) != E) throw_internal("moe: expert owners do not match the layer");
     const bool routed_rows = !shard.owned && Is < I;  // halved experts: only this shard's rows
     const float limit = static_cast<float>(c.swiglu_limit);
-    std::vector<float> logits(std::size_t(n) * E);
-    gemm(pool_, w.gate, b, n, logits.data());
-    std::vector<std::int32_t> chosen(std::size_t(n) * k);
-    std::vector<float> gates(std::size_t(n) * k), keys(margins && !hash ? std::size_t(n) * E : 0);
-    const RouterShape shape{E, k, static_cast<float>(c.routed_scaling_factor), c.norm_topk_prob};
-    route(logits.data(), n, shape, hash ? nullptr : w.bias.data(), hash ? w.tid2eid.data() : nullptr, tokens.data(),
-          chosen.data(), gates.data(), keys.empty() ? nullptr : keys.data());
+    std::vector<std::int32_t> chosen;
+    std::vector<float> gates, keys(margins && !hash ? std::size_t(n) * E : 0);
+    router_choice(w, hash, tokens, b, chosen, gates, keys.empty() ? nullptr : keys.data());
     if (!keys.empty())
         for (int t = 0; t < n; ++t)
             margins->note(start + t, topk_margin(&keys[std::size_t(t) * E], E, &chosen[std::size_t(t) * k], k));
@@ -343,10 +339,24 @@ void Model::moe(const FfnWeights& w, int layer_index, bool hash, std::span<const
     }
 }
 
+void Model::router_choice(const FfnWeights& w, bool hash, std::span<const std::int32_t> tokens, const float* b,
+                          std::vector<std::int32_t>& chosen, std::vector<float>& gates, float* keys) const {
+    const ModelConfig& c = config_;
+    const int n = int(tokens.size()), E = c.n_routed_experts, k = c.experts_per_token;
+    std::vector<float> logits(std::size_t(n) * E);
+    gemm(pool_, w.gate, b, n, logits.data());
+    chosen.assign(std::size_t(n) * k, 0);
+    gates.assign(std::size_t(n) * k, 0.0f);
+    const RouterShape shape{E, k, static_cast<float>(c.routed_scaling_factor), c.norm_topk_prob};
+    route(logits.data(), n, shape, hash ? nullptr : w.bias.data(), hash ? w.tid2eid.data() : nullptr, tokens.data(),
+          chosen.data(), gates.data(), keys);
+}
+
 // One decoder layer (§3.2 "Decoder layer"): mHC around attention, then around the MoE.
 void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                           std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                          SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first) const {
+                          SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first,
+                          RouteObserver* predicted) const {
     const ModelConfig& c = config_;
     const int n = int(tokens.size()), hc = c.hc_mult, D = c.hidden_size, nD = hc * D, M = c.mix_width();
     std::vector<float> mix(std::size_t(n) * M), pre(std::size_t(n) * hc), post(std::size_t(n) * hc),
@@ -379,6 +389,16 @@ void Model::layer_forward(const LayerWeights& w, int layer_index, AttentionKind 
                 }
         }
     };
+    if (predicted && !hash) {
+        // The prefetch predictor (DecodeState::predicted_routes): the FFN collapse of the
+        // streams as they enter, routed. The attention's collapse below recomputes everything
+        // this writes (mix, pre, post, comb, u) from the unchanged x.
+        collapse(w.hc_ffn, w.ffn_norm);
+        std::vector<std::int32_t> chosen;
+        std::vector<float> gates;
+        router_choice(w.ffn, false, tokens, u.data(), chosen, gates, nullptr);
+        predicted->on_route(RouteEvent{layer_index, start, tokens, c.experts_per_token, chosen, gates});
+    }
     collapse(w.hc_attn, w.attn_norm);
     attention(w, kind, st, start, n, u.data(), f.data(), margins, SubLayerShard{}, block_ring_first);
     expand();
@@ -439,7 +459,7 @@ std::vector<float> Model::forward(DecodeState& st, std::span<const std::int32_t>
     if (st.taps) st.taps->assign(std::size_t(n) * taps.size() * D, 0.0f);
     for (int l = 0; l < layers; ++l) {
         layer_forward(weights_.layers[l], l, c.attention[l], c.hash_routed[l], st.layers[l], st.position, tokens, x,
-                      st.margins, st.routes);
+                      st.margins, st.routes, -1, st.predicted_routes);
         // DSpark taps (§5.2): the plain mean of the streams after a tap layer.
         const auto tap = std::find(taps.begin(), taps.end(), l);
         if (st.taps && tap != taps.end())

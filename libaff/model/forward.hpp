@@ -59,6 +59,12 @@ struct DecodeState {
     // DSpark taps: when set, forward() fills it with [n, taps, D], the mean of the residual
     // streams after each of config.dspark.tap_layers for each token run (model doc §5.2).
     std::vector<float>* taps = nullptr;
+    // Diagnostics (tests/bench/route_prediction_bench.cpp): when set, sees for each main layer
+    // routed by its router (not hash-routed) the experts that router would choose from the
+    // layer's input before attention (its FFN collapse of the streams as they enter the layer),
+    // reported before the layer runs: how well a layer's experts can be known early enough to
+    // be fetched during its attention. Changes nothing computed.
+    RouteObserver* predicted_routes = nullptr;
 };
 
 // The DSpark drafter's state (model doc §5.2): per stage, the sliding ring of the latent keys
@@ -167,7 +173,12 @@ private:
     struct Scratch;
     void layer_forward(const LayerWeights& w, int layer_index, AttentionKind kind, bool hash, LayerState& st,
                        std::int64_t start, std::span<const std::int32_t> tokens, std::vector<float>& x,
-                       SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first = -1) const;
+                       SelectionMargins* margins, RouteObserver* routes, std::int64_t block_ring_first = -1,
+                       RouteObserver* predicted = nullptr) const;
+    // The router's choice (§3.9) for n tokens' normalised inputs b [n, D]: chosen and gates
+    // [n, k]; keys [n, E] (selection keys) when not null and the layer is not hash-routed.
+    void router_choice(const FfnWeights& w, bool hash, std::span<const std::int32_t> tokens, const float* b,
+                       std::vector<std::int32_t>& chosen, std::vector<float>& gates, float* keys) const;
     // block_ring_first >= 0: a DSpark draft block (attend_block from that ring position; the
     // ring is not written).
     void attention(const LayerWeights& w, AttentionKind kind, LayerState& st, std::int64_t start, int n,
