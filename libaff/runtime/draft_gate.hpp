@@ -36,9 +36,9 @@ class DraftGate final : public Drafter {
 public:
     using Clock = std::function<double()>;  // seconds, monotonic
     // Cycles a probing window lasts (a probe of drafts that cannot win ends sooner), and cycles
-    // the faster way runs between probes: first
-    // run_cycles, four times longer (up to max_run_cycles) each time a probe confirms it, since a probe
-    // of the slower way costs time (a probe of drafts also rebuilds the MTP layer's ring).
+    // the faster way runs between probes: first run_cycles, four times longer (up to
+    // max_run_cycles) each time a probe confirms it, since a probe of the slower way costs time
+    // (a probe of drafts also rebuilds the MTP layer's ring).
     static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 14336;
 
     // `clock` null: the steady clock. `inner` must not be null.
