@@ -60,18 +60,20 @@ void DsparkDrafter::on_taps(std::int64_t start, std::size_t n, std::span<const f
         // rebuild them from the rows kept, from as far back as those reach.
         runner_->restart(taps_start_);
     }
-    // A call at `start` means the trunk holds every position before it: the rings take them
-    // now (the rows of a verify call's rejected guesses were replaced above).
+    // A call at `start` means the trunk holds every position before it (the rows of a verify
+    // call's rejected guesses are replaced here). The rings take them at the next proposal,
+    // not now: a plain step then costs the rings nothing (the GPU's extension is a launch and
+    // an upload a call), and a long stretch without proposals is taken in one extension.
     taps_.resize(std::size_t(start - taps_start_) * row_);
-    extend_to(start);
     taps_.insert(taps_.end(), taps.begin(), taps.begin() + std::ptrdiff_t(n * row_));
-    // Rows one window before the rings' end stay, for a rebuild; older ones are not needed,
-    // and go a window of them at a time: erasing from the front moves every row that stays,
-    // a window of them (6 MiB at 0731 geometry), which row by row had cost 0.25 ms a call
-    // (tests/bench/dspark_taps_bench.cpp). Keeping up to two windows changes no ring: a
-    // rebuild from further back writes the same rows (each depends on its position alone).
-    const std::int64_t drop = std::max<std::int64_t>(0, runner_->position() - window_ - taps_start_);
-    if (drop >= window_) {
+    // The rows of the last two windows stay: the rings' next extension needs at most the last
+    // window (a ring row depends on its own position alone, so rings more than a window
+    // behind restart a window back: the same rows), and a rebuild one window before that.
+    // Older rows go two windows at a time: erasing from the front moves every row that stays
+    // (6 MiB a window at 0731 geometry), which row by row had cost 0.23 ms a call
+    // (tests/bench/dspark_taps_bench.cpp).
+    const std::int64_t drop = std::max<std::int64_t>(0, start + std::int64_t(n) - 2 * window_ - taps_start_);
+    if (drop >= 2 * window_) {
         taps_.erase(taps_.begin(), taps_.begin() + std::ptrdiff_t(std::size_t(drop) * row_));
         taps_start_ += drop;
     }
@@ -91,9 +93,12 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     // The trunk has run positions < P; context's last token (the anchor) runs at P.
     const std::int64_t P = runner_->trunk_position(), at = runner_->position();
     const std::int64_t end = taps_start_ + std::int64_t(taps_.size() / row_);
-    if (P == 0 || end < P || at > P || at < taps_start_) return {};
-    // The rings take the positions the trunk has confirmed since its last call (the accepted
-    // tokens of the last verify call, or the whole of it).
+    if (P == 0 || end < P || at > P) return {};
+    // The rings take the positions the trunk has confirmed since the last proposal; rings
+    // more than a window behind (or behind the rows kept) restart a window back, which
+    // writes the rows a continuous build would hold.
+    const std::int64_t from = std::max(taps_start_, P - window_);
+    if (at < from) runner_->restart(from);
     extend_to(P);
 
     const std::size_t V = std::size_t(runner_->config().vocab_size);

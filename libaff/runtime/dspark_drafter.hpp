@@ -8,15 +8,17 @@
 // computed on the device and the stages on the device too where they fit there, else on the
 // CPU (gpu_dspark_runner.hpp). This class is
 // the logic both share, as MtpDrafter is the MTP drafter's. The rings take only
-// trunk-confirmed positions: a forward call that starts at
-// position p says the trunk holds every position before p, so the rings are extended to p
-// then (and a proposal extends them to the trunk's position: the accepted tokens of the last
-// verify call); the draft block reads the rings without writing them, so nothing has to be
-// put back after a rejection: the rings always hold what a fresh build over the trunk's
-// positions holds (dspark_drafter_test.cpp). Tap rows of one window before the rings' end
-// are kept, so a trunk that goes back (the server's prefix cache) rebuilds the same rings
-// where it can; where it cannot (a restored prefix), the first window of drafts sees less
-// context: weaker, never wrong.
+// trunk-confirmed positions, and only when a proposal needs them: every forward call's tap
+// rows are kept (a call that starts at position p replaces the rows from p on: rejected
+// guesses), and a proposal extends the rings to the trunk's position, so plain steps between
+// proposals (--draft auto's windows without drafts) cost the rings nothing. A ring row
+// depends on its own position's taps alone, so rings more than a window behind restart a
+// window back and hold the same rows. The draft block reads the rings without writing them,
+// so nothing has to be put back after a rejection: at each proposal the rings hold what a
+// fresh build over the trunk's positions holds (dspark_drafter_test.cpp). The tap rows of the
+// last two windows are kept, so a trunk that goes back (the server's prefix cache) rebuilds
+// the same rings where it can; where it cannot (a restored prefix), the first window of
+// drafts sees less context: weaker, never wrong.
 //
 // How many tokens: guess i carries the confidence c_i = sigmoid(head) that it survives given
 // that the earlier ones did, so Π_{j≤i} c_j estimates the chance the verify call keeps it. The

@@ -406,3 +406,28 @@ TEST_CASE("a runner's greedy chain gives the sequential proposal and runs only a
                 CHECK(chain_runner.calls == (temperature == 0.0f ? 1 : 0));
             }
 }
+
+TEST_CASE("the DSpark rings wait for a proposal, and after a long stretch without one are a fresh build's", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(checkpoint(false), pool);
+    const int W = model->config().sliding_window;
+    for (int stretch : {3, W - 1, 2 * W + 5, 5 * W + 3}) {
+        INFO("plain steps " << stretch << ", window " << W);
+        aff::CpuSequence seq(*model);
+        aff::DsparkDrafter dspark(*model, seq, 3, 0.0f);
+        aff::SamplerParams greedy;
+        greedy.temperature = 0;
+        dspark.start(greedy);
+        const std::vector<std::int32_t> tokens = prompt_of(7 + stretch + 1, 4);
+        seq.forward(std::span(tokens).first(7), false);
+        for (int i = 0; i < stretch; ++i) seq.forward(std::span(tokens).subspan(std::size_t(7 + i), 1), false);
+        const std::int64_t P = seq.position();
+        // Plain steps leave the rings where they were.
+        CHECK(dspark.runner().position() < P);
+        const std::vector<std::int32_t> guesses = dspark.propose(std::span(tokens).first(std::size_t(P) + 1));
+        CHECK(!guesses.empty());
+        REQUIRE(dspark.runner().position() == P);
+        const aff::DsparkState fresh = fresh_dspark_rings(*model, tokens, P);
+        for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
+    }
+}
