@@ -111,14 +111,22 @@ float token_logprob(std::span<const float> logits, std::int32_t token) {
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::size_t k) {
     k = std::min(k, logits.size());
-    std::vector<std::int32_t> order(logits.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(),
-                      [&](std::int32_t a, std::int32_t b) { return better(logits, a, b); });
+    // The k best by one scan into a short ordered list (k is small: OpenAI allows 20), NaN as
+    // -infinity so the order is a strict one; an index array sorted partially cost more.
+    const float inf = std::numeric_limits<float>::infinity();
+    auto key = [&](std::int32_t i) { return logits[std::size_t(i)] == logits[std::size_t(i)] ? logits[std::size_t(i)] : -inf; };
+    auto before = [&](std::int32_t a, std::int32_t b) { return key(a) != key(b) ? key(a) > key(b) : a < b; };
+    std::vector<std::int32_t> best;
+    best.reserve(k + 1);
+    for (std::int32_t i = 0; k > 0 && i < std::int32_t(logits.size()); ++i) {
+        if (best.size() == k && !before(i, best.back())) continue;
+        best.insert(std::upper_bound(best.begin(), best.end(), i, before), i);
+        if (best.size() > k) best.pop_back();
+    }
     const float lse = log_sum_exp(logits, max_of(logits));
     std::vector<TokenLogprob> out;
     out.reserve(k);
-    for (std::size_t i = 0; i < k; ++i) out.push_back({order[i], logits[order[i]] - lse});
+    for (std::int32_t id : best) out.push_back({id, logits[std::size_t(id)] - lse});
     return out;
 }
 

@@ -6,7 +6,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <numeric>
+#include <random>
 #include <vector>
 
 using aff::Sampler;
@@ -112,4 +116,24 @@ TEST_CASE("logprobs are the log-softmax of the raw logits", "[runtime]") {
     CHECK(top[0].logprob == Approx(3.0 - lse));
     CHECK(top[1].token == 1);
     CHECK(aff::top_logprobs(logits, 10).size() == 3);
+}
+
+TEST_CASE("the top logprobs are the k largest in order, ties by the lower id, NaN last", "[runtime]") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int> v(-8, 8);
+    for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> logits(300);
+        for (float& x : logits) x = float(v(rng));  // many ties
+        for (int j = 0; j < 5; ++j) logits[std::size_t(rng() % 300)] = nan;
+        std::vector<std::int32_t> order(logits.size());
+        std::iota(order.begin(), order.end(), 0);
+        auto key = [&](std::int32_t i) { return std::isnan(logits[std::size_t(i)]) ? -1e30f : logits[std::size_t(i)]; };
+        std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return key(a) > key(b); });
+        for (std::size_t k : {0, 1, 7, 20}) {
+            const auto top = aff::top_logprobs(logits, k);
+            REQUIRE(top.size() == k);
+            for (std::size_t i = 0; i < k; ++i) CHECK(top[i].token == order[i]);
+        }
+    }
 }
