@@ -15,9 +15,9 @@ constexpr int kBinsPerNat = 32;
 constexpr int kBins = kBinsPerNat * 64 + 1;  // 64 nats below the top; the last bin holds the rest
 constexpr std::uint16_t kOut = 0xffff;
 
-// The sampler's order: larger logit first, then lower id; NaN as -infinity (a strict weak
-// order, which the sort needs, and NaN never kept before a number).
-bool before(std::span<const float> l, std::int32_t a, std::int32_t b) {
+}  // namespace
+
+bool sampler_before(std::span<const float> l, std::int32_t a, std::int32_t b) {
     const float inf = std::numeric_limits<float>::infinity();
     float la = l[std::size_t(a)], lb = l[std::size_t(b)];
     if (la != la) la = -inf;
@@ -25,8 +25,6 @@ bool before(std::span<const float> l, std::int32_t a, std::int32_t b) {
     if (la != lb) return la > lb;
     return a < b;
 }
-
-}  // namespace
 
 void KeptSet::build(std::span<const float> logits, const SamplerParams& p) {
     logits_ = logits;
@@ -169,7 +167,7 @@ const std::vector<std::int32_t>& KeptSet::sorted_bin(int b) {
     scratch_.clear();
     for (std::size_t i = 0; i < bin_.size(); ++i)
         if (bin_[i] == b) scratch_.push_back(std::int32_t(i));
-    std::sort(scratch_.begin(), scratch_.end(), [&](std::int32_t x, std::int32_t y) { return before(logits_, x, y); });
+    std::sort(scratch_.begin(), scratch_.end(), [&](std::int32_t x, std::int32_t y) { return sampler_before(logits_, x, y); });
     return scratch_;
 }
 

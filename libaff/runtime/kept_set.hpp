@@ -16,6 +16,11 @@ namespace aff {
 
 struct SamplerParams;  // sampler.hpp
 
+// The sampler's order of ids: larger logit first, then lower id, NaN as -infinity (a strict
+// weak order, which a sort needs; NaN never before a number). KeptSet's cuts and draws and the
+// top logprobs go by it.
+bool sampler_before(std::span<const float> logits, std::int32_t a, std::int32_t b);
+
 class KeptSet {
 public:
     // The set for `logits` under `params` (temperature > 0). A row with no finite value keeps
