@@ -5,7 +5,6 @@
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/cpu_mtp_runner.hpp"
 #include "libaff/runtime/draft_sampling.hpp"
-#include "libaff/runtime/greedy_pick.hpp"
 
 #include <algorithm>
 
@@ -56,11 +55,9 @@ void MtpDrafter::on_trunk_call(std::int64_t start, std::size_t n) {
 }
 
 std::int32_t MtpDrafter::pick(std::span<const float> logits, std::size_t j) {
-    if (!sampler_) return greedy_pick(logits);
-    std::vector<float> q;
-    sampler_->distribution(logits, q);
-    std::copy(q.begin(), q.end(), q_.begin() + std::ptrdiff_t(j * logits.size()));
-    return sampler_->sample(logits);
+    std::span<float> q;
+    if (sampler_) q = std::span<float>(q_).subspan(j * logits.size(), logits.size());
+    return draft_pick(sampler_, logits, q);
 }
 
 std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> context) {
