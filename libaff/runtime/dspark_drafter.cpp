@@ -109,36 +109,29 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     float survival = 1.0f;
     std::vector<std::int32_t> chain;
     std::vector<float> chain_c;
-    if (!sampler_ && runner_->greedy(prev, max_tokens_, chain, chain_c)) {
-        // Plain guesses, the whole chain picked where the runner runs; the cut below only
-        // truncates it, as the loop's would (each guess follows the one before either way).
+    // The whole chain where the runner runs: plain guesses, or guesses drawn from the tempered
+    // softmax with this drafter's own draws (q then what they were drawn from). The cut below
+    // only truncates it, as the loop's would (each guess follows the one before either way).
+    std::vector<float> q;
+    bool chained = false;
+    if (!sampler_) {
+        chained = runner_->greedy(prev, max_tokens_, chain, chain_c);
+    } else {
+        std::vector<double> draws(max_tokens_);
+        for (double& u : draws) u = sampler_->uniform();
+        chained = runner_->sampled(prev, max_tokens_, sampler_->params().temperature, draws, chain, chain_c, q);
+        if (chained && q.size() != chain.size() * V) throw_internal("DsparkDrafter: a sampled chain without its q rows");
+    }
+    if (chained) {
         for (std::size_t i = 0; i < chain.size(); ++i) {
             confidences_.push_back(chain_c[i]);
             survival *= chain_c[i];
             if (i > 0 && survival < min_survival_) break;
             guesses.push_back(chain[i]);
         }
+        if (sampler_) std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
         guesses_ = guesses.size();
         return guesses;
-    }
-    if (sampler_) {
-        // Drawn where the runner runs, from the tempered softmax with this drafter's own draws;
-        // q_ is then what they were drawn from, cut as the plain chain is.
-        std::vector<double> draws(max_tokens_);
-        for (double& u : draws) u = sampler_->uniform();
-        std::vector<float> q;
-        if (runner_->sampled(prev, max_tokens_, sampler_->params().temperature, draws, chain, chain_c, q)) {
-            if (q.size() != chain.size() * V) throw_internal("DsparkDrafter: a sampled chain without its q rows");
-            for (std::size_t i = 0; i < chain.size(); ++i) {
-                confidences_.push_back(chain_c[i]);
-                survival *= chain_c[i];
-                if (i > 0 && survival < min_survival_) break;
-                guesses.push_back(chain[i]);
-            }
-            std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
-            guesses_ = guesses.size();
-            return guesses;
-        }
     }
     for (std::size_t i = 0; i < max_tokens_; ++i) {
         const float c = runner_->confidence(i, prev);
