@@ -458,12 +458,12 @@ public:
     // mtp_draft_greedy's chain with each guess drawn on the device instead (kernels/
     // sample_rows.hpp): guess j from q_j = softmax(logits_j / temperature), no top-k, top-p or
     // min-p, by the draw uniforms[j] in [0, 1) (the caller's generator: the drafter's own
-    // sampler), q_j's rows into q [k, V]. One copy of the ids and the q rows to the host, one
+    // sampler; a float on the device, never rounded up to 1), q_j's rows into q [k, V]. One copy of the ids and the q rows to the host, one
     // wait: no host round trip per guess. Speculative sampling against the trunk's own
     // (filtered) distribution keeps the output distribution for any q that is the one drawn
     // from. Throws usage for temperature <= 0, draws not one a guess or outside [0, 1).
     std::vector<std::int32_t> mtp_draft_sampled(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens,
-                                                std::size_t k, float temperature, std::span<const float> uniforms,
+                                                std::size_t k, float temperature, std::span<const double> uniforms,
                                                 std::vector<float>& q);
     // Empties the MTP ring (zeros, as a fresh CPU state's) and sets mtp_position.
     void mtp_restart(GpuDecodeState& mtp, std::int64_t position) const;
@@ -505,7 +505,7 @@ public:
     // temperature) by uniforms[i] in [0, 1), q's rows into the result's q. One copy to the host.
     // Throws usage for temperature <= 0, draws not one a guess or outside [0, 1).
     DsparkGreedy dspark_sampled(GpuDsparkState& st, std::int32_t anchor, std::size_t count, float temperature,
-                                std::span<const float> uniforms);
+                                std::span<const double> uniforms);
     // Stage s's ring [W, Dh] in host memory (tests).
     std::vector<float> dspark_ring(const GpuDsparkState& st, std::size_t stage) const;
     // Whether the stages' routed experts are in host memory (DraftPlacement ram, or automatic
@@ -578,19 +578,22 @@ private:
     void average_taps(int n);
     // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
     Impl& expert_owner(int layer, int expert, const char* what) const;
-    // The MTP draft chains (greedy: draws null) of mtp_draft_greedy and mtp_draft_sampled.
+    // The draft chains' draws (greedy: none): mtp_draft_chain's q rows go to *q, dspark_chain's
+    // into its result.
     struct ChainDraws {
         float temperature;
-        std::span<const float> uniforms;
-        std::vector<float>* q;
+        std::span<const double> uniforms;
+        std::vector<float>* q = nullptr;
     };
     std::vector<std::int32_t> mtp_draft_chain(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens,
                                               std::size_t k, const ChainDraws* draws, const char* what);
     DsparkGreedy dspark_chain(GpuDsparkState& st, std::int32_t anchor, std::size_t count, const ChainDraws* draws,
                               const char* what);
-    // The draws checked (temperature > 0, one a guess, in [0, 1)) and put on the device beside
-    // room for `rows` q rows of V in Impl::chain_draws; returns where the draws went.
-    float* upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, const char* what) const;
+    // The draws checked (temperature > 0, one a guess, in [0, 1)), made floats in `host` (kept
+    // by the caller until its wait; a double just under 1 stays under 1) and put on the device
+    // beside room for `rows` q rows of V in Impl::chain_draws; returns where the draws went.
+    float* upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, std::vector<float>& host,
+                        const char* what) const;
     // The part that runs the MTP layer, after checking it has it and `mtp` (when given) is an
     // MTP state of this model; its device made current (forward_mtp.cpp).
     Impl& mtp_part(const GpuDecodeState* mtp, const char* what) const;

@@ -247,12 +247,9 @@ DsparkGreedy GpuModel::dspark_greedy(GpuDsparkState& st, std::int32_t anchor, st
 }
 
 DsparkGreedy GpuModel::dspark_sampled(GpuDsparkState& st, std::int32_t anchor, std::size_t count, float temperature,
-                                      std::span<const float> uniforms) {
-    DsparkGreedy out;
-    const ChainDraws draws{temperature, uniforms, &out.q};
-    DsparkGreedy chain = dspark_chain(st, anchor, count, &draws, "dspark_sampled");
-    chain.q = std::move(out.q);
-    return chain;
+                                      std::span<const double> uniforms) {
+    const ChainDraws draws{temperature, uniforms};
+    return dspark_chain(st, anchor, count, &draws, "dspark_sampled");
 }
 
 DsparkGreedy GpuModel::dspark_chain(GpuDsparkState& st, std::int32_t anchor, std::size_t count,
@@ -263,7 +260,8 @@ DsparkGreedy GpuModel::dspark_chain(GpuDsparkState& st, std::int32_t anchor, std
     if (!st.has_block || count < 1 || count > std::size_t(c.dspark.block_size))
         throw_internal(std::string(what) + ": no block, or guesses outside 1..γ");
     if (anchor < 0 || anchor >= V) throw_internal(std::string(what) + ": bad token");
-    float* u_dev = draws ? upload_draws(m, *draws, count, what) : nullptr;
+    std::vector<float> u_host;
+    float* u_dev = draws ? upload_draws(m, *draws, count, u_host, what) : nullptr;
     float* q_dev = draws ? u_dev + count : nullptr;
     void* s = m.stream.handle();
     std::uint8_t* b = st.device.as<std::uint8_t>();
@@ -297,8 +295,8 @@ DsparkGreedy GpuModel::dspark_chain(GpuDsparkState& st, std::int32_t anchor, std
     m.stream.copy(out.ids.data(), ids + 1, count * 4);
     m.stream.copy(zs.data(), z, count * 4);
     if (draws) {
-        draws->q->resize(count * std::size_t(V));
-        m.stream.copy(draws->q->data(), q_dev, draws->q->size() * 4);
+        out.q.resize(count * std::size_t(V));
+        m.stream.copy(out.q.data(), q_dev, out.q.size() * 4);
     }
     m.stream.synchronize();
     out.confidences.resize(count);

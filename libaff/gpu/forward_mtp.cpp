@@ -14,6 +14,7 @@
 #include "kernels/rms_norm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace aff::gpu {
@@ -186,23 +187,27 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
 }
 
 std::vector<std::int32_t> GpuModel::mtp_draft_sampled(GpuDecodeState& mst, std::span<const std::int32_t> next,
-                                                      std::size_t k, float temperature, std::span<const float> uniforms,
+                                                      std::size_t k, float temperature, std::span<const double> uniforms,
                                                       std::vector<float>& q) {
     ChainDraws draws{temperature, uniforms, &q};
     return mtp_draft_chain(mst, next, k, &draws, "mtp_draft_sampled");
 }
 
-float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, const char* what) const {
+float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, std::vector<float>& host,
+                              const char* what) const {
     if (!(draws.temperature > 0.0f)) throw_usage(std::string(what) + ": temperature must be above 0");
     if (draws.uniforms.size() != rows)
         throw_usage(std::string(what) + ": " + std::to_string(draws.uniforms.size()) + " draws for " +
                     std::to_string(rows) + " guesses");
-    for (float u : draws.uniforms)
-        if (!(u >= 0.0f && u < 1.0f)) throw_usage(std::string(what) + ": a draw outside [0, 1)");
+    host.clear();
+    for (double u : draws.uniforms) {
+        if (!(u >= 0.0 && u < 1.0)) throw_usage(std::string(what) + ": a draw outside [0, 1)");
+        host.push_back(std::min(float(u), std::nextafter(1.0f, 0.0f)));
+    }
     const std::size_t need = (rows + rows * std::size_t(m.c.vocab_size)) * 4;
     if (m.chain_draws.size() < need) m.chain_draws = Buffer(need);
     float* u = m.chain_draws.as<float>();
-    m.stream.copy(u, draws.uniforms.data(), rows * 4);  // pageable: read by the chain's one wait
+    m.stream.copy(u, host.data(), rows * 4);  // pageable: read by the chain's one wait
     return u;
 }
 
@@ -218,7 +223,8 @@ std::vector<std::int32_t> GpuModel::mtp_draft_chain(GpuDecodeState& mst, std::sp
     check_tokens(next, V);
     std::int32_t* ids = reinterpret_cast<std::int32_t*>(mst.mtp.as<std::uint8_t>() + m.mtp.ids);
     // A sampled chain's draws go up first, and its q rows [k, V] are written beside them.
-    float* u_dev = draws ? upload_draws(m, *draws, k, what) : nullptr;
+    std::vector<float> u_host;
+    float* u_dev = draws ? upload_draws(m, *draws, k, u_host, what) : nullptr;
     float* q_dev = draws ? u_dev + k : nullptr;
     // The guess straight into the token buffer the next step's embedding reads.
     auto pick = [&](std::size_t j) {

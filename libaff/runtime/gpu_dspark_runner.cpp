@@ -6,9 +6,6 @@
 #include "libaff/runtime/cpu_dspark_runner.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 
-#include <algorithm>
-#include <cmath>
-
 namespace aff {
 namespace {
 
@@ -70,10 +67,7 @@ public:
     }
     bool sampled(std::int32_t anchor, std::size_t count, float temperature, std::span<const double> uniforms,
                  std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>& q) override {
-        std::vector<float> u(uniforms.size());
-        for (std::size_t j = 0; j < u.size(); ++j)  // a double just under 1 must not round to 1
-            u[j] = std::min(float(uniforms[j]), std::nextafter(1.0f, 0.0f));
-        gpu::DsparkGreedy g = gpu_.dspark_sampled(state_, anchor, count, temperature, u);
+        gpu::DsparkGreedy g = gpu_.dspark_sampled(state_, anchor, count, temperature, uniforms);
         ids = std::move(g.ids);
         confidences = std::move(g.confidences);
         q = std::move(g.q);

@@ -5,9 +5,6 @@
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/gpu_sequence.hpp"
 
-#include <algorithm>
-#include <cmath>
-
 namespace aff {
 namespace {
 
@@ -46,10 +43,7 @@ public:
                        std::span<const double> uniforms, std::vector<std::int32_t>& guesses,
                        std::vector<float>& q) override {
         if (k > window()) return false;
-        std::vector<float> u(uniforms.size());
-        for (std::size_t j = 0; j < u.size(); ++j)  // a double just under 1 must not round to 1
-            u[j] = std::min(float(uniforms[j]), std::nextafter(1.0f, 0.0f));
-        guesses = model_.mtp_draft_sampled(state_, next_tokens, k, temperature, u, q);
+        guesses = model_.mtp_draft_sampled(state_, next_tokens, k, temperature, uniforms, q);
         return true;
     }
     void save_ring() override { model_.mtp_save_ring(state_); }

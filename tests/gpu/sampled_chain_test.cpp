@@ -44,8 +44,8 @@ void chain_vs_steps(const std::string& name, const aff::Model& cpu, const aff::C
     for (const std::size_t k : {std::size_t(1), std::size_t(4)})
         for (const float t : {0.7f, 1.3f}) {
             const std::string what = name + " k=" + std::to_string(k) + " T " + std::to_string(t).substr(0, 3);
-            std::vector<float> u(k);
-            for (std::size_t j = 0; j < k; ++j) u[j] = float((double(j) + 0.61) / double(k + 1));
+            std::vector<double> u(k);  // values a float holds exactly: the device's draws are floats
+            for (std::size_t j = 0; j < k; ++j) u[j] = double(float((double(j) + 0.61) / double(k + 1)));
             // The chain on the device.
             aff::gpu::GpuDecodeState sa = g.new_state(), ma = g.new_mtp_state();
             g.forward(sa, std::span(toks).first(std::size_t(n)), true);
@@ -93,7 +93,7 @@ void chain_vs_steps(const std::string& name, const aff::Model& cpu, const aff::C
     aff::gpu::GpuDecodeState m = g.new_mtp_state();
     const std::int32_t one[1] = {1};
     std::vector<float> q;
-    const std::vector<float> half{0.5f}, two{0.5f, 0.5f}, whole{1.0f};
+    const std::vector<double> half{0.5}, two{0.5, 0.5}, whole{1.0};
     add(rows, "sampled_chain", name + ": temperature 0, draws not one a guess, a draw of 1: usage errors",
         usage_error([&] { g.mtp_draft_sampled(m, one, 1, 0.0f, half, q); }) +
             usage_error([&] { g.mtp_draft_sampled(m, one, 1, 1.0f, two, q); }) +
