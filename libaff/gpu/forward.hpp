@@ -214,6 +214,20 @@ struct GpuDsparkState {
 };
 
 // A greedy DSpark chain's result (GpuModel::dspark_greedy): the guesses and their confidences.
+// How GpuModel::forward_ids draws its picks instead of taking the argmax (kernels/
+// speculative_rows.hpp; libaff/runtime/sampled_pick.hpp states the rule): the temperature,
+// two uniforms in [0, 1) for each row returned ([accept, draw]), and how many of the first
+// rows verify a guess, row j the call's token j + 1 against q row j: the last sampled draft
+// chain's q rows where they are still on the device (q_from_last_chain), else the host rows q
+// [guesses, V] (copied up).
+struct RowDraws {
+    float temperature = 1.0f;
+    std::span<const double> uniforms;
+    std::size_t guesses = 0;
+    bool q_from_last_chain = false;
+    std::span<const float> q;
+};
+
 struct DsparkGreedy {
     std::vector<std::int32_t> ids;
     std::vector<float> confidences;
@@ -359,9 +373,10 @@ public:
     // graphs), then argmax_rows (kernels/argmax.hpp: greedy_pick's rule) over the first
     // `candidates` ids (1..V) of each row forward would return; only those ids come to the
     // host (n·4 bytes instead of n·V·4, one wait as forward's). Taps, route reports and the
-    // mover as forward's.
+    // mover as forward's. With `draws`, each row's pick is speculative_rows' draw instead
+    // (throws usage for draws that do not fit the rows, or q rows no chain left).
     std::vector<std::int32_t> forward_ids(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_rows,
-                                          std::size_t candidates);
+                                          std::size_t candidates, const RowDraws* draws = nullptr);
 
     // One decode step for each of 1..kDecodeBatchMax distinct sequences: tokens[i] runs at
     // states[i]->position; returns [B, V] logits, row i for sequence i (the same as each
@@ -458,13 +473,18 @@ public:
     // mtp_draft_greedy's chain with each guess drawn on the device instead (kernels/
     // sample_rows.hpp): guess j from q_j = softmax(logits_j / temperature), no top-k, top-p or
     // min-p, by the draw uniforms[j] in [0, 1) (the caller's generator: the drafter's own
-    // sampler; a float on the device, never rounded up to 1), q_j's rows into q [k, V]. One copy of the ids and the q rows to the host, one
-    // wait: no host round trip per guess. Speculative sampling against the trunk's own
+    // sampler; a float on the device, never rounded up to 1), q_j's rows into *q [k, V], or
+    // (q null) left on the device, where a verify call's RowDraws::q_from_last_chain reads
+    // them and last_chain_q copies them. One copy of the ids (and the q rows) to the host,
+    // one wait: no host round trip per guess. Speculative sampling against the trunk's own
     // (filtered) distribution keeps the output distribution for any q that is the one drawn
     // from. Throws usage for temperature <= 0, draws not one a guess or outside [0, 1).
     std::vector<std::int32_t> mtp_draft_sampled(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens,
                                                 std::size_t k, float temperature, std::span<const double> uniforms,
-                                                std::vector<float>& q);
+                                                std::vector<float>* q);
+    // The first `rows` q rows [rows, V] of the last sampled chain (MTP's or DSpark's) in host
+    // memory; throws usage when no sampled chain left that many.
+    std::vector<float> last_chain_q(std::size_t rows) const;
     // Empties the MTP ring (zeros, as a fresh CPU state's) and sets mtp_position.
     void mtp_restart(GpuDecodeState& mtp, std::int64_t position) const;
     // Saves the ring, or puts the saved copy back and sets mtp_position (chained guesses
@@ -502,10 +522,11 @@ public:
     DsparkGreedy dspark_greedy(GpuDsparkState& st, std::int32_t anchor, std::size_t count);
     // dspark_greedy's chain with each guess drawn on the device instead (kernels/
     // sample_rows.hpp, as mtp_draft_sampled's): guess i from q_i = softmax(corrected row i /
-    // temperature) by uniforms[i] in [0, 1), q's rows into the result's q. One copy to the host.
+    // temperature) by uniforms[i] in [0, 1), q's rows into the result's q, or (q_to_host false)
+    // left on the device as mtp_draft_sampled's. One copy to the host.
     // Throws usage for temperature <= 0, draws not one a guess or outside [0, 1).
     DsparkGreedy dspark_sampled(GpuDsparkState& st, std::int32_t anchor, std::size_t count, float temperature,
-                                std::span<const double> uniforms);
+                                std::span<const double> uniforms, bool q_to_host = true);
     // Stage s's ring [W, Dh] in host memory (tests).
     std::vector<float> dspark_ring(const GpuDsparkState& st, std::size_t stage) const;
     // Whether the stages' routed experts are in host memory (DraftPlacement ram, or automatic
@@ -558,6 +579,7 @@ private:
     struct CallOutput {
         std::vector<std::int32_t>* ids = nullptr;  // null: the logits
         int candidates = 0;
+        const RowDraws* draws = nullptr;  // with ids: drawn picks instead of the argmax
     };
     std::vector<float> forward_call(GpuDecodeState& st, std::span<const std::int32_t> tokens, bool all_logits,
                                     CallOutput out);
@@ -583,7 +605,7 @@ private:
     struct ChainDraws {
         float temperature;
         std::span<const double> uniforms;
-        std::vector<float>* q = nullptr;
+        std::vector<float>* q = nullptr;  // null: the q rows stay on the device (last_chain_q)
     };
     std::vector<std::int32_t> mtp_draft_chain(GpuDecodeState& mtp, std::span<const std::int32_t> next_tokens,
                                               std::size_t k, const ChainDraws* draws, const char* what);

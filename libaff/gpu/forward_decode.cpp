@@ -4,6 +4,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/argmax.hpp"
+#include "kernels/speculative_rows.hpp"
 
 #include <algorithm>
 
@@ -41,12 +42,31 @@ std::vector<float> GpuModel::forward(GpuDecodeState& st, std::span<const std::in
 }
 
 std::vector<std::int32_t> GpuModel::forward_ids(GpuDecodeState& st, std::span<const std::int32_t> toks, bool all_rows,
-                                                std::size_t candidates) {
+                                                std::size_t candidates, const RowDraws* draws) {
     const std::size_t V = std::size_t(shards_.front()->c.vocab_size);
     if (candidates == 0 || candidates > V)
         throw_usage("forward_ids: " + std::to_string(candidates) + " candidates outside 1.." + std::to_string(V));
+    if (draws) {
+        const std::size_t rows = all_rows ? toks.size() : 1;
+        if (!(draws->temperature > 0.0f)) throw_usage("forward_ids: a draw's temperature must be above 0");
+        if (draws->uniforms.size() != 2 * rows)
+            throw_usage("forward_ids: " + std::to_string(draws->uniforms.size()) + " draws for " + std::to_string(rows) +
+                        " rows (two a row)");
+        for (double u : draws->uniforms)
+            if (!(u >= 0.0 && u < 1.0)) throw_usage("forward_ids: a draw outside [0, 1)");
+        if (draws->guesses > 0 && (!all_rows || draws->guesses >= toks.size()))
+            throw_usage("forward_ids: guesses to verify need every row and a token after each");
+        if (draws->guesses > 0 && !draws->q_from_last_chain && draws->q.size() != draws->guesses * V)
+            throw_usage("forward_ids: draft rows that do not cover the guesses");
+        if (draws->q_from_last_chain && draws->guesses > 0) {
+            const Impl& last = *shards_.back();
+            if (!last.last_chain_q || last.last_chain_rows < draws->guesses)
+                throw_usage("forward_ids: no sampled draft chain left q rows for " + std::to_string(draws->guesses) +
+                            " guesses on the device");
+        }
+    }
     std::vector<std::int32_t> ids;
-    forward_call(st, toks, all_rows, {&ids, int(candidates)});
+    forward_call(st, toks, all_rows, {&ids, int(candidates), draws});
     return ids;
 }
 
@@ -86,10 +106,14 @@ std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::
     const int V = m0.c.vocab_size;
     std::vector<float> out;
     use_device(last.device);
+    std::vector<float> draws_host;  // a drawn pick's uniforms, alive until the wait below
     if (want.ids) {
         // The picks where the logits are (the head's rows, packed from the call's first kept row).
         want.ids->resize(rows);
-        argmax_rows(last.logits, int(rows), want.candidates, V, last.logit_ids, last.stream.handle());
+        if (want.draws)
+            last.draw_picks(*want.draws, int(rows), want.candidates, draws_host);
+        else
+            argmax_rows(last.logits, int(rows), want.candidates, V, last.logit_ids, last.stream.handle());
         last.stream.copy(want.ids->data(), last.logit_ids, rows * 4);
     } else {
         out.resize(rows * std::size_t(V));
@@ -111,6 +135,23 @@ std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::
     use_device(m0.device);
     if (routes_) report_routes(toks, starts);
     return out;
+}
+
+void GpuModel::Impl::draw_picks(const RowDraws& d, int rows, int candidates, std::vector<float>& host) {
+    const int V = c.vocab_size;
+    // The uniforms as floats (a double just under 1 stays under 1), then any host q rows.
+    host.clear();
+    for (double u : d.uniforms) host.push_back(std::min(float(u), std::nextafter(1.0f, 0.0f)));
+    const std::size_t q_floats = d.q_from_last_chain ? 0 : d.q.size();
+    const std::size_t need = (host.size() + q_floats) * 4;
+    if (pick_draws.size() < need) pick_draws = Buffer(need);
+    float* u = pick_draws.as<float>();
+    stream.copy(u, host.data(), host.size() * 4);  // pageable: read by the call's one wait
+    const float* q = d.q_from_last_chain ? last_chain_q : u + host.size();
+    if (q_floats) stream.copy(u + host.size(), d.q.data(), q_floats * 4);
+    // Row j's guess is the call's token j + 1: already on the device in tokens_dev.
+    speculative_rows(logits, rows, candidates, V, d.temperature, u, tokens_dev + 1, int(d.guesses), q, V, logit_ids,
+                     stream.handle());
 }
 
 void GpuModel::set_max_layers(int layers) {

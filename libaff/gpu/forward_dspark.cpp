@@ -247,8 +247,9 @@ DsparkGreedy GpuModel::dspark_greedy(GpuDsparkState& st, std::int32_t anchor, st
 }
 
 DsparkGreedy GpuModel::dspark_sampled(GpuDsparkState& st, std::int32_t anchor, std::size_t count, float temperature,
-                                      std::span<const double> uniforms) {
-    const ChainDraws draws{temperature, uniforms};
+                                      std::span<const double> uniforms, bool q_to_host) {
+    std::vector<float> q;
+    const ChainDraws draws{temperature, uniforms, q_to_host ? &q : nullptr};
     return dspark_chain(st, anchor, count, &draws, "dspark_sampled");
 }
 
@@ -295,6 +296,10 @@ DsparkGreedy GpuModel::dspark_chain(GpuDsparkState& st, std::int32_t anchor, std
     m.stream.copy(out.ids.data(), ids + 1, count * 4);
     m.stream.copy(zs.data(), z, count * 4);
     if (draws) {
+        m.last_chain_q = q_dev;
+        m.last_chain_rows = count;
+    }
+    if (draws && draws->q) {
         out.q.resize(count * std::size_t(V));
         m.stream.copy(out.q.data(), q_dev, out.q.size() * 4);
     }

@@ -163,10 +163,18 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // streams after each tap layer, expanded, into taps_dev [tap][taps_rows][hc, D].
     bool taps_on = false;
     Buffer taps_dev;
-    // A sampled MTP chain's draws and q rows ([k] then [k, V] floats; mtp_draft_sampled),
-    // grown on first use: a few MiB outside the memory plan.
+    // A sampled chain's draws and q rows ([k] then [k, V] floats; mtp_draft_sampled,
+    // dspark_sampled), grown on first use: a few MiB outside the memory plan. The last chain's
+    // q rows stay there until the next chain (a verify call reads them: RowDraws).
     Buffer chain_draws;
+    const float* last_chain_q = nullptr;
+    std::size_t last_chain_rows = 0;
+    // A drawn pick's uniforms and any host q rows it brings (forward_ids with RowDraws).
+    Buffer pick_draws;
     int taps_rows = 0;
+    // finish_call's drawn picks (RowDraws): speculative_rows over the `rows` logits rows into
+    // logit_ids, the draws (floats) staged in `host`, alive until the call's wait.
+    void draw_picks(const RowDraws& draws, int rows, int candidates, std::vector<float>& host);
     // Room for `rows` rows a tap (before a call's launches: a captured graph must not see it move).
     void ensure_taps(int rows);
     // After layer l of a call of n rows: its streams into taps_dev when l is a tap layer.

@@ -188,9 +188,22 @@ std::vector<std::int32_t> GpuModel::mtp_draft_greedy(GpuDecodeState& mst, std::s
 
 std::vector<std::int32_t> GpuModel::mtp_draft_sampled(GpuDecodeState& mst, std::span<const std::int32_t> next,
                                                       std::size_t k, float temperature, std::span<const double> uniforms,
-                                                      std::vector<float>& q) {
-    ChainDraws draws{temperature, uniforms, &q};
+                                                      std::vector<float>* q) {
+    ChainDraws draws{temperature, uniforms, q};
     return mtp_draft_chain(mst, next, k, &draws, "mtp_draft_sampled");
+}
+
+std::vector<float> GpuModel::last_chain_q(std::size_t rows) const {
+    for (const auto& p : shards_)
+        if (p->last_chain_q && p->last_chain_rows >= rows) {
+            use_device(p->device);
+            std::vector<float> q(rows * std::size_t(p->c.vocab_size));
+            p->stream.copy(q.data(), p->last_chain_q, q.size() * 4);
+            p->stream.synchronize();
+            use_device(shards_.front()->device);
+            return q;
+        }
+    throw_usage("last_chain_q: no sampled draft chain left " + std::to_string(rows) + " q rows");
 }
 
 float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows, std::vector<float>& host,
@@ -205,6 +218,8 @@ float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows
         host.push_back(std::min(float(u), std::nextafter(1.0f, 0.0f)));
     }
     const std::size_t need = (rows + rows * std::size_t(m.c.vocab_size)) * 4;
+    m.last_chain_q = nullptr;  // this chain's q rows replace the last one's
+    m.last_chain_rows = 0;
     if (m.chain_draws.size() < need) m.chain_draws = Buffer(need);
     float* u = m.chain_draws.as<float>();
     m.stream.copy(u, host.data(), rows * 4);  // pageable: read by the chain's one wait
@@ -269,6 +284,10 @@ std::vector<std::int32_t> GpuModel::mtp_draft_chain(GpuDecodeState& mst, std::sp
     }
     m.stream.copy(host_ids.data(), ids, k * 4);
     if (draws) {
+        m.last_chain_q = q_dev;
+        m.last_chain_rows = k;
+    }
+    if (draws && draws->q) {
         draws->q->resize(k * std::size_t(V));
         m.stream.copy(draws->q->data(), q_dev, draws->q->size() * 4);
     }

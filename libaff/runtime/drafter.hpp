@@ -36,6 +36,10 @@ public:
         (void)i;
         return {};
     }
+    // Whether the last proposal's distributions are also on the trunk's GPU, where its sampled
+    // chain drew them (GpuModel::last_chain_q): a GPU verify call reads them there, and
+    // draft_distribution copies them to the host only when asked.
+    virtual bool draft_on_device() const { return false; }
     // A generation begins with these sampling parameters (called before its first propose()).
     virtual void start(const SamplerParams& sampling) { (void)sampling; }
     // How the last proposal fared: its first `accepted` of `proposed` tokens were the model's.

@@ -88,6 +88,7 @@ std::int32_t DsparkDrafter::pick(std::span<const float> logits, std::size_t j) {
 
 std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> context) {
     guesses_ = 0;
+    q_on_device_ = q_fetched_ = false;
     confidences_.clear();
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token (the anchor) runs at P.
@@ -119,8 +120,12 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     } else {
         std::vector<double> draws(max_tokens_);
         for (double& u : draws) u = sampler_->uniform();
-        chained = runner_->sampled(prev, max_tokens_, sampler_->params().temperature, draws, chain, chain_c, q);
-        if (chained && q.size() != chain.size() * V) throw_internal("DsparkDrafter: a sampled chain without its q rows");
+        const bool on_device = runner_->chain_q_on_device();
+        chained = runner_->sampled(prev, max_tokens_, sampler_->params().temperature, draws, chain, chain_c,
+                                   on_device ? nullptr : &q);
+        if (chained && !on_device && q.size() != chain.size() * V)
+            throw_internal("DsparkDrafter: a sampled chain without its q rows");
+        q_on_device_ = chained && on_device;
     }
     if (chained) {
         for (std::size_t i = 0; i < chain.size(); ++i) {
@@ -129,7 +134,7 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
             if (i > 0 && survival < min_survival_) break;
             guesses.push_back(chain[i]);
         }
-        if (sampler_) std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
+        if (sampler_ && !q_on_device_) std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
         guesses_ = guesses.size();
         return guesses;
     }
@@ -150,6 +155,11 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
 std::span<const float> DsparkDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
     const std::size_t V = std::size_t(runner_->config().vocab_size);
+    if (q_on_device_ && !q_fetched_) {
+        q_ = runner_->chain_q(guesses_);
+        if (q_.size() != guesses_ * V) throw_internal("DsparkDrafter: a sampled chain's q rows did not come back");
+        q_fetched_ = true;
+    }
     return std::span<const float>(q_).subspan(i * V, V);
 }
 

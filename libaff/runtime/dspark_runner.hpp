@@ -61,13 +61,20 @@ public:
     }
     // The same chain with each guess drawn where the backend runs: guess i from q_i =
     // softmax(guess_logits(i, prev_i) / temperature) (no top-k, top-p or min-p) by uniforms[i]
-    // in [0, 1), the first id whose running sum of q_i exceeds it; q's rows [count, V] into q.
-    // False (nothing run) where the backend has no such path. The GPU's device stages draw on
-    // the device (GpuModel::dspark_sampled), one copy of ids, confidences and q rows.
+    // in [0, 1), the first id whose running sum of q_i exceeds it; q's rows [count, V] into *q,
+    // or (q null, only where chain_q_on_device()) left on the device for chain_q. False
+    // (nothing run) where the backend has no such path. The GPU's device stages draw on the
+    // device (GpuModel::dspark_sampled), one copy of ids and confidences.
     virtual bool sampled(std::int32_t anchor, std::size_t count, float temperature, std::span<const double> uniforms,
-                         std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>& q) {
+                         std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>* q) {
         (void)anchor, (void)count, (void)temperature, (void)uniforms, (void)ids, (void)confidences, (void)q;
         return false;
+    }
+    // As MtpRunner's: whether sampled() can leave q on the trunk's device, and a host copy.
+    virtual bool chain_q_on_device() const { return false; }
+    virtual std::vector<float> chain_q(std::size_t rows) const {
+        (void)rows;
+        return {};
     }
     // Stage s's ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring(std::size_t stage) const = 0;

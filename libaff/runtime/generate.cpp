@@ -1,11 +1,16 @@
-// The generation loop of generate.hpp. Greedy generation that needs nothing of the logits but
-// their argmax (no constraint, no logprobs, no logits hook, nothing forced) runs picks-only:
-// every call is Sequence::forward_ids, so on the GPU a decode step or a verify call of k+1
-// tokens brings back k+1 ids, not k+1 rows of the vocabulary, and the guesses are checked
-// against those ids. The tokens are the same either way (greedy_pick.hpp's rule on both).
+// The generation loop of generate.hpp. Generation that needs nothing of the logits but their
+// picks (no constraint, no logprobs, no logits hook, nothing forced) runs picks-only: every
+// call is Sequence::forward_ids, so on the GPU a decode step or a verify call of k+1 tokens
+// brings back k+1 ids, not k+1 rows of the vocabulary, and the guesses are checked against
+// those ids. Greedy, the picks are greedy_pick's (the same tokens either way); sampled with the
+// temperature the one filter, they are sampled_pick's (sampled_pick.hpp: positional draws, a
+// verify call's speculative acceptance made where the logits are), which draws differently
+// from the Sampler of the logits path but from the same distribution. Other filters (top-k,
+// top-p, min-p) need the sorted order: those generations take the logits path.
 #include "libaff/runtime/generate.hpp"
 
 #include "libaff/core/error.hpp"
+#include "libaff/runtime/sampled_pick.hpp"
 #include "libaff/runtime/stop_matcher.hpp"
 
 #include <algorithm>
@@ -24,15 +29,21 @@ class Loop {
 public:
     Loop(Sequence& seq, const GenerateOptions& o, const GenerateHooks& h)
         : seq_(seq), o_(o), h_(h), vocab_(seq.vocab_size()), sampler_(o.sampling), stops_(o.stop),
-          picks_only_(o.sampling.temperature == 0.0f && !o.constraint && o.logprobs < 0 && !h.on_logits &&
-                      o.forced.empty()) {}
+          picks_(!o.constraint && o.logprobs < 0 && !h.on_logits && o.forced.empty()
+                     ? (o.sampling.temperature == 0.0f ? Picks::greedy
+                        : o.sampling.top_k == 0 && o.sampling.top_p >= 1.0f && o.sampling.min_p == 0.0f ? Picks::sampled
+                                                                                                        : Picks::none)
+                     : Picks::none),
+          picks_only_(picks_ != Picks::none) {}
 
     GenerateStats run();
 
 private:
     // One forward call (logits), or its picks (picks-only), timed and told to the hooks.
     std::vector<float> dispatch(std::span<const std::int32_t> tokens, bool all_logits, Dispatch::Kind kind);
-    std::vector<std::int32_t> dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind);
+    // `draft`: the drafter whose distributions a sampled verify call checks its guesses against.
+    std::vector<std::int32_t> dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind,
+                                           const Drafter* draft = nullptr);
     template <class Call>
     auto timed(std::size_t tokens, Dispatch::Kind kind, Call call);
     bool emit(GenerationStep& step) {
@@ -62,6 +73,8 @@ private:
     const std::size_t vocab_;
     Sampler sampler_;
     StopMatcher stops_;
+    enum class Picks { none, greedy, sampled };
+    const Picks picks_;
     const bool picks_only_;
     GenerateStats stats_;
     std::int64_t position_ = 0;  // where the next token runs in a run without a drafter
@@ -102,8 +115,16 @@ std::vector<float> Loop::dispatch(std::span<const std::int32_t> tokens, bool all
     return timed(tokens.size(), kind, [&] { return seq_.forward(tokens, all_logits); });
 }
 
-std::vector<std::int32_t> Loop::dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind) {
-    return timed(tokens.size(), kind, [&] { return seq_.forward_ids(tokens, all_rows, vocab_); });
+std::vector<std::int32_t> Loop::dispatch_ids(std::span<const std::int32_t> tokens, bool all_rows, Dispatch::Kind kind,
+                                             const Drafter* draft) {
+    if (picks_ == Picks::greedy) return timed(tokens.size(), kind, [&] { return seq_.forward_ids(tokens, all_rows, vocab_); });
+    // Row j of the rows back chooses the token at the call's first position + j + 1 (the last
+    // row alone: the one after the call).
+    const std::size_t rows = all_rows ? tokens.size() : 1;
+    const std::int64_t first = seq_.position() + std::int64_t(tokens.size() - rows) + 1;
+    const std::vector<double> u = positional_uniforms(o_.sampling.seed, first, rows);
+    const RowSampling sampling{o_.sampling.temperature, u, draft};
+    return timed(tokens.size(), kind, [&] { return seq_.forward_ids(tokens, all_rows, vocab_, &sampling); });
 }
 
 bool Loop::take_guess(std::int32_t token) {
@@ -178,17 +199,21 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
         std::vector<std::int32_t> chunk{token};
         chunk.insert(chunk.end(), guesses.begin(), guesses.end());
         if (picks_only_) {
-            row_picks_ = dispatch_ids(chunk, true, Dispatch::Kind::verify);
+            // Sampled guesses drawn from distributions are verified against them; plain ones
+            // only by the rows' own draws (take_guess).
+            const bool drawn = picks_ == Picks::sampled &&
+                               (drafter_->draft_on_device() || !drafter_->draft_distribution(0).empty());
+            row_picks_ = dispatch_ids(chunk, true, Dispatch::Kind::verify, drawn ? drafter_ : nullptr);
             pick_ = row_picks_.front();
         } else {
             rows_ = dispatch(chunk, true, Dispatch::Kind::verify);
             logits_.assign(rows_.begin(), rows_.begin() + std::ptrdiff_t(vocab_));
         }
         stats_.drafted_tokens += guesses.size();
-        // The draft distributions, when the drafter drew its guesses from some (never at
-        // temperature 0, so never picks-only).
+        // The logits path's copy of the draft distributions, when the drafter drew its guesses
+        // from some (never at temperature 0).
         draft_q_.clear();
-        if (!drafter_->draft_distribution(0).empty()) {
+        if (!picks_only_ && !drafter_->draft_distribution(0).empty()) {
             draft_q_.resize(guesses.size() * vocab_);
             for (std::size_t j = 0; j < guesses.size(); ++j) {
                 const std::span<const float> q = drafter_->draft_distribution(j);
@@ -255,7 +280,7 @@ GenerateStats Loop::run() {
         if (forcing) {
             token = o_.forced[i];
         } else if (picks_only_) {
-            token = pick_;  // the sampler's temperature-0 choice, made where the logits are
+            token = pick_;  // greedy_pick's or sampled_pick's choice, made where the logits are
         } else if (o_.constraint) {
             masked_.assign(logits_.begin(), logits_.end());
             o_.constraint->mask(masked_);

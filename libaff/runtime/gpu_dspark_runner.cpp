@@ -66,13 +66,15 @@ public:
         return true;
     }
     bool sampled(std::int32_t anchor, std::size_t count, float temperature, std::span<const double> uniforms,
-                 std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>& q) override {
-        gpu::DsparkGreedy g = gpu_.dspark_sampled(state_, anchor, count, temperature, uniforms);
+                 std::vector<std::int32_t>& ids, std::vector<float>& confidences, std::vector<float>* q) override {
+        gpu::DsparkGreedy g = gpu_.dspark_sampled(state_, anchor, count, temperature, uniforms, q != nullptr);
         ids = std::move(g.ids);
         confidences = std::move(g.confidences);
-        q = std::move(g.q);
+        if (q) *q = std::move(g.q);
         return true;
     }
+    bool chain_q_on_device() const override { return true; }
+    std::vector<float> chain_q(std::size_t rows) const override { return gpu_.last_chain_q(rows); }
     std::vector<float> ring(std::size_t stage) const override { return gpu_.dspark_ring(state_, stage); }
     std::string stages() const override {
         return std::string("stages on the GPU, their routed experts in ") + (gpu_.dspark_experts_in_host() ? "RAM" : "VRAM");

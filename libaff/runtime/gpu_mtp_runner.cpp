@@ -41,11 +41,13 @@ public:
     }
     bool sampled_chain(std::span<const std::int32_t> next_tokens, std::size_t k, float temperature,
                        std::span<const double> uniforms, std::vector<std::int32_t>& guesses,
-                       std::vector<float>& q) override {
+                       std::vector<float>* q) override {
         if (k > window()) return false;
         guesses = model_.mtp_draft_sampled(state_, next_tokens, k, temperature, uniforms, q);
         return true;
     }
+    bool chain_q_on_device() const override { return true; }
+    std::vector<float> chain_q(std::size_t rows) const override { return model_.last_chain_q(rows); }
     void save_ring() override { model_.mtp_save_ring(state_); }
     void restore_ring(std::int64_t position) override { model_.mtp_restore_ring(state_, position); }
     std::vector<float> ring() const override { return model_.mtp_ring(state_); }

@@ -6,6 +6,7 @@
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/device.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/drafter.hpp"
 #include "libaff/runtime/undo_log.hpp"
 
 namespace aff {
@@ -138,9 +139,27 @@ private:
     std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) override {
         return call(tokens, [&] { return model_.forward(state_, tokens, all_logits); });
     }
-    std::vector<std::int32_t> run_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                      std::size_t candidates) override {
-        return call(tokens, [&] { return model_.forward_ids(state_, tokens, all_rows, candidates); });
+    std::vector<std::int32_t> run_ids(std::span<const std::int32_t> tokens, bool all_rows, std::size_t candidates,
+                                      const RowSampling* sampling) override {
+        if (!sampling) return call(tokens, [&] { return model_.forward_ids(state_, tokens, all_rows, candidates); });
+        // The drawn picks on the device: a verify call's guesses against the drafter's q rows
+        // where its chain left them there, else against its host rows, copied up.
+        gpu::RowDraws draws;
+        draws.temperature = sampling->temperature;
+        draws.uniforms = sampling->uniforms;
+        std::vector<float> host_q;
+        if (sampling->draft && all_rows && tokens.size() > 1) {
+            draws.guesses = tokens.size() - 1;
+            draws.q_from_last_chain = sampling->draft->draft_on_device();
+            if (!draws.q_from_last_chain) {
+                for (std::size_t j = 0; j < draws.guesses; ++j) {
+                    const std::span<const float> q = sampling->draft->draft_distribution(j);
+                    host_q.insert(host_q.end(), q.begin(), q.end());
+                }
+                draws.q = host_q;
+            }
+        }
+        return call(tokens, [&] { return model_.forward_ids(state_, tokens, all_rows, candidates, &draws); });
     }
 
     static constexpr std::size_t kSpareRecords = 8;

@@ -62,6 +62,7 @@ std::int32_t MtpDrafter::pick(std::span<const float> logits, std::size_t j) {
 
 std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> context) {
     guesses_ = 0;
+    q_on_device_ = q_fetched_ = false;
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token runs at P, so context[i] is the
     // token at position base + i.
@@ -88,8 +89,12 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
         // q_ is then what they were drawn from (not the sampler's filtered distribution).
         std::vector<double> draws(max_tokens_);
         for (double& u : draws) u = sampler_->uniform();
-        if (runner_->sampled_chain(next, max_tokens_, sampler_->params().temperature, draws, chained, q_)) {
-            if (q_.size() != chained.size() * V) throw_internal("MtpDrafter: a sampled chain without its q rows");
+        const bool on_device = runner_->chain_q_on_device();
+        if (runner_->sampled_chain(next, max_tokens_, sampler_->params().temperature, draws, chained,
+                                   on_device ? nullptr : &q_)) {
+            if (!on_device && q_.size() != chained.size() * V)
+                throw_internal("MtpDrafter: a sampled chain without its q rows");
+            q_on_device_ = on_device;
             guesses_ = chained.size();
             return chained;
         }
@@ -113,6 +118,11 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
 std::span<const float> MtpDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
     const std::size_t V = runner_->vocab_size();
+    if (q_on_device_ && !q_fetched_) {
+        q_ = runner_->chain_q(guesses_);
+        if (q_.size() != guesses_ * V) throw_internal("MtpDrafter: a sampled chain's q rows did not come back");
+        q_fetched_ = true;
+    }
     return std::span<const float>(q_).subspan(i * V, V);
 }
 

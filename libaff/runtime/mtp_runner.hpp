@@ -65,15 +65,24 @@ public:
     // A sampled chain in one call, where the backend can draw on its own side: greedy_chain's
     // steps with guess j drawn from q_j = softmax(logits_j / temperature) (no top-k, top-p or
     // min-p) by the draw uniforms[j] in [0, 1), the first id whose running sum of q_j exceeds
-    // uniforms[j]; the guesses into `guesses` and q's rows [k, V] into `q`: the distributions
-    // the drafter then reports (speculative sampling needs only that q be the one drawn from).
-    // False (nothing run) where the backend has no such path. The GPU's draws on the device
-    // (GpuModel::mtp_draft_sampled), one copy of ids and q rows a proposal.
+    // uniforms[j]; the guesses into `guesses` and q's rows [k, V] into *q: the distributions
+    // the drafter then reports (speculative sampling needs only that q be the one drawn from);
+    // q null (only where chain_q_on_device()): the rows stay on the device, chain_q copies
+    // them. False (nothing run) where the backend has no such path. The GPU's draws on the
+    // device (GpuModel::mtp_draft_sampled), one copy of the ids a proposal.
     virtual bool sampled_chain(std::span<const std::int32_t> next_tokens, std::size_t k, float temperature,
                                std::span<const double> uniforms, std::vector<std::int32_t>& guesses,
-                               std::vector<float>& q) {
+                               std::vector<float>* q) {
         (void)next_tokens, (void)k, (void)temperature, (void)uniforms, (void)guesses, (void)q;
         return false;
+    }
+    // Whether a sampled chain can leave its q rows on the trunk's device (the GPU's: a verify
+    // call reads them there, Drafter::draft_on_device), and their first `rows` rows in host
+    // memory once it has.
+    virtual bool chain_q_on_device() const { return false; }
+    virtual std::vector<float> chain_q(std::size_t rows) const {
+        (void)rows;
+        return {};
     }
     // The ring [W, Dh] in host memory (tests).
     virtual std::vector<float> ring() const = 0;

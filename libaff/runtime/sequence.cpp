@@ -3,13 +3,12 @@
 #include "libaff/runtime/sequence.hpp"
 
 #include "libaff/core/error.hpp"
-#include "libaff/runtime/greedy_pick.hpp"
 
 namespace aff {
 
 std::vector<std::int32_t> Sequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                                std::size_t candidates) {
-    return greedy_picks(forward(tokens, all_rows), vocab_size(), candidates);
+                                                std::size_t candidates, const RowSampling* sampling) {
+    return row_picks(forward(tokens, all_rows), vocab_size(), candidates, tokens, sampling);
 }
 
 std::unique_ptr<SequenceSnapshot> Sequence::snapshot() const {

@@ -14,9 +14,11 @@
 //     (set_rewind_depth; 0, the default, keeps nothing and costs nothing), and never below
 //     the position of its last reset or restore. rewind_floor() says how far back it can go
 //     now; a rewind further back is refused with a usage error and changes nothing;
-//   - forward_ids: forward's greedy picks without its logits (the GPU picks on the device).
+//   - forward_ids: forward's picks without its logits, greedy or sampled (the GPU picks on
+//     the device).
 #pragma once
 
+#include "libaff/runtime/sampled_pick.hpp"
 #include "libaff/runtime/tier_snapshot.hpp"
 #include "libaff/runtime/tier_stats.hpp"
 
@@ -68,14 +70,16 @@ public:
     // Runs tokens at position(), position()+1, ... and advances; returns float32 logits [n, V]
     // when all_logits, else those of the last token ([V]) (Model::forward's contract).
     virtual std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) = 0;
-    // forward's greedy picks: runs the tokens as forward(tokens, all_rows) does and returns,
-    // for each row it would return, greedy_pick (greedy_pick.hpp) among the first
-    // `candidates` ids (1..vocab_size()) of that row's logits. A greedy generation needs
-    // nothing else of its logits (generate.cpp's picks-only mode), so a backend that can
-    // pick where its logits are does (the GPU: n ids come back instead of n·V floats); the
-    // default picks from forward's rows on the host. Same state afterwards as forward.
+    // forward's picks: runs the tokens as forward(tokens, all_rows) does and returns, for
+    // each row it would return, greedy_pick (greedy_pick.hpp) among the first `candidates`
+    // ids (1..vocab_size()) of that row's logits, or with `sampling` sampled_pick's draw
+    // (sampled_pick.hpp: temperature only, a verify call's guesses accepted there). A greedy
+    // generation, or one whose one filter is the temperature, needs nothing else of its
+    // logits (generate.cpp's picks-only modes), so a backend that can pick where its logits
+    // are does (the GPU: n ids come back instead of n·V floats); the default picks from
+    // forward's rows on the host (row_picks). Same state afterwards as forward.
     virtual std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                                  std::size_t candidates);
+                                                  std::size_t candidates, const RowSampling* sampling = nullptr);
     // Route traces: `observer` (not owned; null: none) sees the routing of every later
     // forward (model/route_observer.hpp), replays of a rewind included. The CPU reference and
     // the GPU model support it; the default (a backend that routes nothing) throws unsupported.

@@ -22,13 +22,13 @@ std::vector<float> UndoLogSequence::forward(std::span<const std::int32_t> tokens
 }
 
 std::vector<std::int32_t> UndoLogSequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                                       std::size_t candidates) {
-    return logged(tokens, [&] { return run_ids(tokens, all_rows, candidates); });
+                                                       std::size_t candidates, const RowSampling* sampling) {
+    return logged(tokens, [&] { return run_ids(tokens, all_rows, candidates, sampling); });
 }
 
 std::vector<std::int32_t> UndoLogSequence::run_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                                   std::size_t candidates) {
-    return greedy_picks(run(tokens, all_rows), vocab_size(), candidates);
+                                                   std::size_t candidates, const RowSampling* sampling) {
+    return row_picks(run(tokens, all_rows), vocab_size(), candidates, tokens, sampling);
 }
 
 void UndoLogSequence::set_rewind_depth(std::size_t tokens) {

@@ -29,7 +29,7 @@ public:
     // is above 0.
     std::vector<float> forward(std::span<const std::int32_t> tokens, bool all_logits) final;
     std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                          std::size_t candidates) final;
+                                          std::size_t candidates, const RowSampling* sampling = nullptr) final;
     void set_rewind_depth(std::size_t tokens) override;
     std::size_t rewind_depth() const override { return depth_; }
     std::int64_t rewind_floor() const override;
@@ -42,7 +42,7 @@ protected:    // What forwarding `tokens` at position() will change, saved so ap
     virtual std::vector<float> run(std::span<const std::int32_t> tokens, bool all_logits) = 0;
     // The backend's forward_ids (Sequence::forward_ids' contract); by default picks from run's rows.
     virtual std::vector<std::int32_t> run_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                              std::size_t candidates);
+                                              std::size_t candidates, const RowSampling* sampling);
     // Drops every record: the state was replaced (reset, restore) and cannot go back.
     void forget_history() { log_.clear(); }
     // A record no rewind can need any more (trimmed, or applied by a rewind), handed back so

@@ -84,11 +84,12 @@ std::vector<float> PrefixCachedSequence::forward(std::span<const std::int32_t> t
 }
 
 std::vector<std::int32_t> PrefixCachedSequence::forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                                            std::size_t candidates) {
-    // Masked ids never win a greedy pick (-infinity is never larger), so a masked tail is a cut.
-    if (fresh_ || text_prefix_ == 0) return greedy_picks(forward(tokens, all_rows), vocab_size(), candidates);
+                                                            std::size_t candidates, const RowSampling* sampling) {
+    // Masked ids are never picked (-infinity never wins a greedy pick and has no mass in a
+    // draw), so a masked tail is a cut.
+    if (fresh_ || text_prefix_ == 0) return row_picks(forward(tokens, all_rows), vocab_size(), candidates, tokens, sampling);
     return tracked(tokens, [&](bool) {
-        return backend_->forward_ids(tokens, all_rows, std::min(candidates, text_prefix_));
+        return backend_->forward_ids(tokens, all_rows, std::min(candidates, text_prefix_), sampling);
     });
 }
 

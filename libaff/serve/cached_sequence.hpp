@@ -46,7 +46,7 @@ public:
     // (the padded tail masked by the cut); the prompt, and a mask with holes, pick from
     // forward's masked rows.
     std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                          std::size_t candidates) override;
+                                          std::size_t candidates, const RowSampling* sampling = nullptr) override;
     void set_rewind_depth(std::size_t tokens) override { backend_->set_rewind_depth(tokens); }
     std::size_t rewind_depth() const override { return backend_->rewind_depth(); }
     std::int64_t rewind_floor() const override { return backend_->rewind_floor(); }

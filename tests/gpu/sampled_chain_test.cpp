@@ -51,7 +51,7 @@ void chain_vs_steps(const std::string& name, const aff::Model& cpu, const aff::C
             g.forward(sa, std::span(toks).first(std::size_t(n)), true);
             g.keep_streams(ma, 0, 0, n);
             std::vector<float> q;
-            const std::vector<std::int32_t> ids = g.mtp_draft_sampled(ma, next, k, t, u, q);
+            const std::vector<std::int32_t> ids = g.mtp_draft_sampled(ma, next, k, t, u, &q);
             // The same steps one by one, drawn on the host, each fed the device's guess.
             aff::gpu::GpuDecodeState sb = g.new_state(), mb = g.new_mtp_state();
             g.forward(sb, std::span(toks).first(std::size_t(n)), true);
@@ -95,9 +95,9 @@ void chain_vs_steps(const std::string& name, const aff::Model& cpu, const aff::C
     std::vector<float> q;
     const std::vector<double> half{0.5}, two{0.5, 0.5}, whole{1.0};
     add(rows, "sampled_chain", name + ": temperature 0, draws not one a guess, a draw of 1: usage errors",
-        usage_error([&] { g.mtp_draft_sampled(m, one, 1, 0.0f, half, q); }) +
-            usage_error([&] { g.mtp_draft_sampled(m, one, 1, 1.0f, two, q); }) +
-            usage_error([&] { g.mtp_draft_sampled(m, one, 1, 1.0f, whole, q); }),
+        usage_error([&] { g.mtp_draft_sampled(m, one, 1, 0.0f, half, &q); }) +
+            usage_error([&] { g.mtp_draft_sampled(m, one, 1, 1.0f, two, &q); }) +
+            usage_error([&] { g.mtp_draft_sampled(m, one, 1, 1.0f, whole, &q); }),
         0.0);
 }
 
@@ -144,7 +144,7 @@ void dspark_chain_vs_steps(const aff::Model& cpu, const aff::Checkpoint& ck, std
         runner->block(anchor);
         std::vector<std::int32_t> ids;
         std::vector<float> conf, q;
-        const bool ran = runner->sampled(anchor, g, t, u, ids, conf, q);
+        const bool ran = runner->sampled(anchor, g, t, u, ids, conf, &q);
         if (!ran || ids.size() != g || conf.size() != g || q.size() != g * std::size_t(V)) {
             add(rows, "sampled_chain", what + ": the device stages' sampled chain ran, all its rows back", 1.0, 0.0);
             continue;

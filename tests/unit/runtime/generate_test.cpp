@@ -304,19 +304,21 @@ public:
         ++logits_calls;
         return inner_.forward(tokens, all_logits);
     }
-    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                          std::size_t candidates) override {
+    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows, std::size_t candidates,
+                                          const aff::RowSampling* sampling = nullptr) override {
         ++picks_calls;
         if (all_rows) ++all_row_picks;
+        if (sampling) ++sampled_calls;
+        if (sampling && sampling->draft) ++drawn_verifies;
         // The depth a call runs under: what the sequence keeps to rewind it.
         (tokens.size() > 1 && all_rows ? verify_depths : plain_depths).push_back(inner_.rewind_depth());
         CHECK(candidates == inner_.vocab_size());
-        return inner_.forward_ids(tokens, all_rows, candidates);
+        return inner_.forward_ids(tokens, all_rows, candidates, sampling);
     }
     void set_rewind_depth(std::size_t tokens) override { inner_.set_rewind_depth(tokens); }
     std::size_t rewind_depth() const override { return inner_.rewind_depth(); }
     std::int64_t rewind_floor() const override { return inner_.rewind_floor(); }
-    std::size_t logits_calls = 0, picks_calls = 0, all_row_picks = 0;
+    std::size_t logits_calls = 0, picks_calls = 0, all_row_picks = 0, sampled_calls = 0, drawn_verifies = 0;
     std::vector<std::size_t> plain_depths, verify_depths;
 
 private:
@@ -338,6 +340,7 @@ TEST_CASE("greedy generation that needs no logits runs on picks alone, drafted o
     const Run with_logits = run_with(*model, opt, nullptr);  // an on_logits hook: the logits path
     REQUIRE(with_logits.r.tokens.size() == 30);
 
+    std::size_t last_sampled_calls = 0, last_drawn_verifies = 0;
     auto generate_counted = [&](aff::Drafter* drafter, aff::GenerateOptions o) {
         CountingSequence seq(*model);
         std::vector<std::int32_t> tokens;
@@ -357,6 +360,8 @@ TEST_CASE("greedy generation that needs no logits runs on picks alone, drafted o
             CHECK(std::all_of(seq.verify_depths.begin(), seq.verify_depths.end(),
                               [&](std::size_t d) { return d == drafter->max_tokens(); }));
         CHECK(seq.rewind_depth() == 0);
+        last_sampled_calls = seq.sampled_calls;
+        last_drawn_verifies = seq.drawn_verifies;
         return std::make_tuple(tokens, stats, seq.logits_calls, seq.picks_calls, seq.all_row_picks);
     };
     SECTION("plain steps") {
@@ -383,8 +388,33 @@ TEST_CASE("greedy generation that needs no logits runs on picks alone, drafted o
         CHECK(tokens == with_logits.r.tokens);
         CHECK(picks_calls == 0);
         CHECK(logits_calls == stats.decode_forwards + 1);
-        aff::GenerateOptions sampled = opt;
-        sampled.sampling.temperature = 0.5f;
-        CHECK(std::get<3>(generate_counted(nullptr, sampled)) == 0);
+        // A filter beside the temperature needs the sorted order: the logits path.
+        aff::GenerateOptions filtered = opt;
+        filtered.sampling.temperature = 0.5f;
+        filtered.sampling.top_k = 5;
+        CHECK(std::get<3>(generate_counted(nullptr, filtered)) == 0);
+    }
+    SECTION("sampled with the temperature alone: drawn picks, the same tokens with plain guesses or none") {
+        aff::GenerateOptions o = opt;
+        o.sampling.temperature = 0.8f;
+        o.sampling.seed = 11;
+        const auto [plain, plain_stats, logits_calls, picks_calls, all_rows] = generate_counted(nullptr, o);
+        CHECK(logits_calls == 0);
+        CHECK(picks_calls == plain_stats.decode_forwards + 1);
+        CHECK(last_sampled_calls == picks_calls);
+        CHECK(plain != with_logits.r.tokens);  // it samples
+        // Plain guesses (no distribution) are kept only where a row's own draw is the guess;
+        // the draws go by position, so the tokens are the run's without a drafter.
+        ScriptedDrafter drafter(plain, o.prompt.size(), V);
+        const auto [drafted, stats, d_logits, d_picks, d_all_rows] = generate_counted(&drafter, o);
+        CHECK(drafted == plain);
+        CHECK(d_logits == 0);
+        CHECK(stats.accepted_tokens > 0);
+        CHECK(stats.accepted_tokens < stats.drafted_tokens);
+        CHECK(d_all_rows == stats.verify_calls);
+        CHECK(last_drawn_verifies == 0);  // plain guesses: no distribution to verify against
+        // Another seed, other tokens.
+        o.sampling.seed = 12;
+        CHECK(std::get<0>(generate_counted(nullptr, o)) != plain);
     }
 }

@@ -206,7 +206,9 @@ private:
 
 // Pearson's chi-square of the joint counts of generated tokens 2 and 3 (both chosen by
 // speculative sampling) against the product of the target's distributions there.
-double joint_chi_square(bool lie) {
+// logits_path: a top-k that keeps every id, so the loop samples from the logits on the host
+// (Sampler::speculative) instead of through forward_ids' drawn picks (sampled_pick.hpp).
+double joint_chi_square(bool lie, bool logits_path) {
     const int runs = 20000;
     std::array<int, kVocab * kVocab> counts{};
     for (int r = 0; r < runs; ++r) {
@@ -216,6 +218,7 @@ double joint_chi_square(bool lie) {
         opt.prompt = {0};
         opt.max_new_tokens = 3;
         opt.sampling.seed = std::uint64_t(r);
+        if (logits_path) opt.sampling.top_k = kVocab;
         std::vector<std::int32_t> tokens;
         aff::GenerateHooks h;
         h.on_step = [&](const aff::GenerationStep& s) {
@@ -253,15 +256,19 @@ TEST_CASE("speculative sampling leaves the tokens distributed as the target's", 
     // 36 cells, 35 degrees of freedom: P(chi-square > 89.95) = 1e-6 under the hypothesis that
     // the tokens follow the target (the quantile computed from the regularised incomplete
     // gamma function). The seeds are fixed, so the test gives the same value on every run.
+    // Both ways the loop accepts: drawn picks (the temperature alone) and the logits path.
     const double critical = 89.95;
-    const double honest = joint_chi_square(false);
-    INFO("chi-square " << honest);
-    CHECK(honest < critical);
-    // Control: a drafter that reports a distribution other than the one it drew from breaks
-    // the output distribution, and the test sees it.
-    const double broken = joint_chi_square(true);
-    INFO("broken drafter's chi-square " << broken);
-    CHECK(broken > 10 * critical);
+    for (const bool logits_path : {false, true}) {
+        INFO((logits_path ? "logits path" : "drawn picks"));
+        const double honest = joint_chi_square(false, logits_path);
+        INFO("chi-square " << honest);
+        CHECK(honest < critical);
+        // Control: a drafter that reports a distribution other than the one it drew from breaks
+        // the output distribution, and the test sees it.
+        const double broken = joint_chi_square(true, logits_path);
+        INFO("broken drafter's chi-square " << broken);
+        CHECK(broken > 10 * critical);
+    }
 }
 
 TEST_CASE("speculative acceptance keeps a guess the target is sure of and never returns a rejected one", "[runtime]") {
@@ -353,7 +360,8 @@ public:
         : ForwardingMtpRunner(std::make_unique<aff::CpuMtpRunner>(model, trunk)) {}
     bool sampled_chain(std::span<const std::int32_t> next, std::size_t k, float temperature,
                        std::span<const double> uniforms, std::vector<std::int32_t>& guesses,
-                       std::vector<float>& q) override {
+                       std::vector<float>* q_out) override {
+        std::vector<float>& q = *q_out;  // the drafter hands its own rows: this runner keeps none
         draws.insert(draws.end(), uniforms.begin(), uniforms.end());
         temperatures.push_back(temperature);
         guesses.clear();

@@ -30,10 +30,10 @@ public:
         for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(i % kVocab);
         return out;
     }
-    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows,
-                                          std::size_t candidates) override {
+    std::vector<std::int32_t> forward_ids(std::span<const std::int32_t> tokens, bool all_rows, std::size_t candidates,
+                                          const aff::RowSampling* sampling = nullptr) override {
         asked_.push_back(candidates);
-        return Sequence::forward_ids(tokens, all_rows, candidates);
+        return Sequence::forward_ids(tokens, all_rows, candidates, sampling);
     }
 
 private:
