@@ -6,10 +6,18 @@
 // The bound on the saving is what the logits path does that forward_ids does not, each
 // measured alone in the same run: copying rows·V floats to pageable host memory and the host
 // pick over them (forward_ids adds its argmax launch and a few bytes back).
+// Then the same for sampled picks at temperature 0.8 with no other filter: the peer copies the
+// rows back and draws on the host (Sampler::sample for a step; Sampler::speculative for each
+// guess of a verify call, then a plain draw), ours is forward_ids with RowDraws (kernels/
+// speculative_rows: the draws and the acceptance on the device). Here the guesses' q rows
+// go up from the host each verify call (3 rows of V floats, counted against ours); a drafter
+// whose chain drew on the device leaves them there and skips that copy.
 //     greedy_picks_bench CONTAINER.aff [CALLS]   (CALLS timed calls of each kind, default 64)
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "libaff/runtime/greedy_pick.hpp"
+#include "libaff/runtime/sampled_pick.hpp"
+#include "libaff/runtime/sampler.hpp"
 #endif
 
 #include <chrono>
@@ -30,6 +38,78 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// The sampled table: a decode step and a verify call of 4 (3 guesses), the logits path with the
+// host's Sampler against forward_ids with RowDraws, taking turns.
+template <class Tokens>
+void sampled_rows(aff::gpu::GpuModel& g, aff::gpu::GpuDecodeState& st, Tokens& tokens, int calls) {
+    using namespace aff::gpu;
+    const int V = g.config().vocab_size;
+    const float t = 0.8f;
+    aff::SamplerParams params;
+    params.temperature = t;
+    params.seed = 5;
+    aff::Sampler sampler(params);
+    // Three draft rows, a tempered softmax of random logits each, and guesses drawn from them.
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    std::vector<float> q(3 * std::size_t(V));
+    for (int j = 0; j < 3; ++j) {
+        std::vector<float> l(static_cast<std::size_t>(V), 0.0f);
+        for (float& x : l) x = nd(rng);
+        std::vector<float> row;
+        sampler.distribution(l, row);
+        std::copy(row.begin(), row.end(), q.begin() + std::ptrdiff_t(j) * V);
+    }
+    std::printf("\n%-34s %12s %12s %10s   (T %.1f, no other filter)\n", "sampled call", "logits ms", "picks ms",
+                "saved ms", double(t));
+    std::int64_t pos = st.position;
+    for (const int n : {1, 4}) {
+        g.set_gemv_calls(n > 1);
+        std::vector<double> with_logits, with_picks;
+        for (int i = 0; i < 2 * calls + 4; ++i) {
+            std::vector<std::int32_t> toks = tokens(n);
+            for (int j = 1; j < n; ++j) {  // guess j - 1 drawn from its q row
+                const std::span<const float> row = std::span<const float>(q).subspan(std::size_t(j - 1) * V, std::size_t(V));
+                std::discrete_distribution<int> d(row.begin(), row.end());
+                toks[std::size_t(j)] = d(rng);
+            }
+            const bool picks = (i % 2) == 1;
+            const std::size_t rows = n > 1 ? std::size_t(n) : 1;
+            const auto t0 = Clock::now();
+            std::vector<std::int32_t> ids;
+            if (picks) {
+                const std::vector<double> u = aff::positional_uniforms(9, pos + 1, rows);
+                RowDraws d;
+                d.temperature = t;
+                d.uniforms = u;
+                d.guesses = rows - 1;
+                if (n > 1) d.q = q;
+                ids = g.forward_ids(st, toks, n > 1, std::size_t(V), &d);
+            } else {
+                const std::vector<float> out = g.forward(st, toks, n > 1);
+                for (std::size_t r = 0; r < rows; ++r) {
+                    const std::span<const float> l = std::span<const float>(out).subspan(r * V, std::size_t(V));
+                    ids.push_back(r + 1 < rows ? sampler.speculative(l, toks[r + 1], std::span<const float>(q).subspan(r * V, std::size_t(V)))
+                                               : sampler.sample(l));
+                }
+            }
+            pos += n;
+            const double ms = ms_since(t0);
+            if (i >= 4) (picks ? with_picks : with_logits).push_back(ms);
+            if (ids.size() != rows) throw std::runtime_error("a sampled call returned the wrong number of picks");
+        }
+        g.set_gemv_calls(false);
+        const double a = bench::median(with_logits), b = bench::median(with_picks);
+        char label[64];
+        std::snprintf(label, sizeof label, n == 1 ? "decode step (graph)" : "verify call of %d tokens (GEMVs)", n);
+        std::printf("%-34s %12.3f %12.3f %10.3f   (medians of %d)\n", label, a, b, a - b, calls);
+        if (n == 4)
+            std::printf("figure: sampled picks on the device save %.3f ms a verify call of 4 (logits path %.3f ms, picks "
+                        "%.3f ms, q rows copied up included)\n",
+                        a - b, a, b);
+    }
+}
 
 }  // namespace
 
@@ -118,6 +198,7 @@ int main(int argc, char** argv) {
                             bound_step > 0 ? saved_step / bound_step : 0.0, bound > 0 ? (a - b) / bound : 0.0);
             }
         }
+        sampled_rows(g, st, tokens, calls);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "greedy_picks_bench: %s\n", e.what());
