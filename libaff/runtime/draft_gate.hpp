@@ -49,6 +49,7 @@ public:
     std::span<const float> draft_distribution(std::size_t i) const override {
         return inner_->draft_distribution(i);
     }
+    bool draft_on_device() const override { return inner_->draft_on_device(); }
     void start(const SamplerParams& sampling) override;
     void verified(std::size_t proposed, std::size_t accepted) override;
 

@@ -25,6 +25,7 @@ public:
         return out;
     }
     std::span<const float> draft_distribution(std::size_t i) const override { return inner_.draft_distribution(i); }
+    bool draft_on_device() const override { return inner_.draft_on_device(); }
     void start(const SamplerParams& s) override { inner_.start(s); }
     void verified(std::size_t p, std::size_t a) override { inner_.verified(p, a); }
     double seconds = 0;

@@ -22,6 +22,7 @@ public:
         return proposals.back();
     }
     std::span<const float> draft_distribution(std::size_t i) const override { return inner_.draft_distribution(i); }
+    bool draft_on_device() const override { return inner_.draft_on_device(); }
     void start(const aff::SamplerParams& sampling) override { inner_.start(sampling); }
     void verified(std::size_t proposed, std::size_t accepted) override { inner_.verified(proposed, accepted); }
     std::vector<std::vector<std::int32_t>> proposals;

@@ -21,7 +21,9 @@ public:
         return {1, 2, 3};
     }
     void verified(std::size_t, std::size_t accepted) override { accepted_total += accepted; }
+    bool draft_on_device() const override { return on_device; }
     std::size_t proposals = 0, accepted_total = 0;
+    bool on_device = false;
 };
 
 struct Costs {
@@ -151,4 +153,15 @@ TEST_CASE("a window's first cycle, which pays for the switch, neither ends a pro
     CHECK(gate2.plain_rate() == Approx(1.0));
     CHECK(gate2.drafting_rate() == Approx(0.75));
     CHECK(!gate2.drafting());
+}
+
+TEST_CASE("the draft gate says where its drafter's distributions are", "[runtime]") {
+    // A GPU verify call reads the inner drafter's q rows on the device only if the gate passes
+    // the drafter's word on (else they would come to the host and go back up).
+    auto inner = std::make_unique<ThreeGuesses>();
+    ThreeGuesses* raw = inner.get();
+    aff::DraftGate gate(std::move(inner), [] { return 0.0; });
+    CHECK_FALSE(gate.draft_on_device());
+    raw->on_device = true;
+    CHECK(gate.draft_on_device());
 }
