@@ -1,8 +1,9 @@
-// Device code shared by the row-sampling kernels (sample_rows.hip, speculative_rows.hip): one
-// block of kDrawThreads threads works one row. Two steps every draw needs, written once so
+// Device code shared by the row kernels (argmax.hip, sample_rows.hip, speculative_rows.hip):
+// one block of kDrawThreads threads works one row. The steps a pick needs, written once so
 // that a draft's guess and the trunk's pick follow the same arithmetic:
-//   - block_row_max: the row's largest value and its lowest id (NaN skipped), the shift that
-//     keeps exp in range;
+//   - block_row_max: the row's largest value and its lowest id (NaN skipped): the greedy pick,
+//     and the shift that keeps exp in range;
+//   - tempered_weight: exp((x - max) / T), NaN no mass;
 //   - block_draw: the first id, in id order, whose running sum of weight(i) passes u·Σ weight
 //     (a draw from the weights when u is uniform in [0, 1)), never an id of weight 0. Each
 //     thread sums its own contiguous chunk of ids, thread 0 turns the chunk sums into running
@@ -21,10 +22,12 @@ namespace aff::gpu {
 
 constexpr int kDrawThreads = 1024;
 
-// Scratch one block's draw needs in shared memory.
-struct DrawShared {
+// Scratch of block_row_max, and of a draw (which needs the maximum first), in shared memory.
+struct MaxShared {
     float red_v[kDrawThreads / kWarp];
     int red_id[kDrawThreads / kWarp];
+};
+struct DrawShared : MaxShared {
     double running[kDrawThreads + 1];
     int picked;
 };
@@ -33,7 +36,7 @@ constexpr int kNoId = 0x7fffffff;
 
 // The largest value of row[0, cols) and its lowest id, for every thread of the block; id kNoId
 // (and -inf) when every value is NaN.
-__device__ inline void block_row_max(const float* row, int cols, DrawShared& sh, float& max, int& max_id) {
+__device__ inline void block_row_max(const float* row, int cols, MaxShared& sh, float& max, int& max_id) {
     const int tid = static_cast<int>(dev::thread_x());
     float best = -__builtin_huge_valf();
     int best_id = kNoId;
@@ -73,6 +76,10 @@ __device__ inline void block_row_max(const float* row, int cols, DrawShared& sh,
     max = sh.red_v[0];
     max_id = sh.red_id[0];
     dev::sync_block();  // red_v/red_id are free again
+}
+
+__device__ inline float tempered_weight(float v, float max, float inv_t) {
+    return v == v ? expf((v - max) * inv_t) : 0.0f;  // NaN: no mass
 }
 
 // The draw by u in [0, 1) from weight(i) >= 0 over ids [0, cols), for every thread of the block;

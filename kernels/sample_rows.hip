@@ -10,10 +10,6 @@
 namespace aff::gpu {
 namespace {
 
-__device__ inline float weight(float v, float max, float inv_t) {
-    return v == v ? expf((v - max) * inv_t) : 0.0f;  // NaN: no mass
-}
-
 __global__ void __launch_bounds__(kDrawThreads) sample_kernel(const float* __restrict__ x, int cols, long long stride,
                                                               float inv_t, const float* __restrict__ u, int32_t* out,
                                                               float* q_out, int32_t* copy) {
@@ -34,7 +30,7 @@ __global__ void __launch_bounds__(kDrawThreads) sample_kernel(const float* __res
         return;
     }
     double total = 0.0;
-    const int picked = block_draw([&](int i) { return weight(row[i], max, inv_t); }, cols, u[r], sh, &total);
+    const int picked = block_draw([&](int i) { return tempered_weight(row[i], max, inv_t); }, cols, u[r], sh, &total);
     if (tid == 0) {
         const int id = picked >= 0 ? picked : max_id;  // the maximum's weight is 1: never -1, kept as a guard
         out[r] = id;
@@ -43,7 +39,7 @@ __global__ void __launch_bounds__(kDrawThreads) sample_kernel(const float* __res
     if (q_out) {
         const float inv_total = float(1.0 / total);
         for (int i = tid; i < cols; i += kDrawThreads)
-            q_out[static_cast<long long>(r) * cols + i] = weight(row[i], max, inv_t) * inv_total;
+            q_out[static_cast<long long>(r) * cols + i] = tempered_weight(row[i], max, inv_t) * inv_total;
     }
 }
 

@@ -10,10 +10,6 @@
 namespace aff::gpu {
 namespace {
 
-__device__ inline float weight(float v, float max, float inv_t) {
-    return v == v ? expf((v - max) * inv_t) : 0.0f;  // NaN: no mass
-}
-
 __global__ void __launch_bounds__(kDrawThreads)
     speculative_kernel(const float* __restrict__ x, int cols, long long stride, float inv_t, const float* __restrict__ u,
                        const int32_t* __restrict__ guess, int guesses, const float* __restrict__ q, long long q_stride,
@@ -29,7 +25,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         if (tid == 0) out[r] = 0;
         return;
     }
-    auto w = [&](int i) { return weight(row[i], max, inv_t); };
+    auto w = [&](int i) { return tempered_weight(row[i], max, inv_t); };
     double total = 0.0;
     const int plain = block_draw(w, cols, u[2 * r + 1], sh, &total);
     if (r >= guesses) {
@@ -45,9 +41,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         return;
     }
     // Rejected: p(g) < q(g), so the residual is 0 at g; where p and q agree to rounding, p less g.
-    double residual_total = 0.0;
-    int id = block_draw([&](int i) { return fmaxf(w(i) * inv_total - qr[i], 0.0f); }, cols, u[2 * r + 1], sh,
-                        &residual_total);
+    int id = block_draw([&](int i) { return fmaxf(w(i) * inv_total - qr[i], 0.0f); }, cols, u[2 * r + 1], sh);
     if (id < 0) id = block_draw([&](int i) { return i == g ? 0.0f : w(i); }, cols, u[2 * r + 1], sh);
     if (tid == 0) out[r] = id >= 0 ? id : g;
 }
