@@ -139,9 +139,9 @@ std::vector<float> GpuModel::finish_call(std::size_t rows, std::span<const std::
 
 void GpuModel::Impl::draw_picks(const RowDraws& d, int rows, int candidates, std::vector<float>& host) {
     const int V = c.vocab_size;
-    // The uniforms as floats (a double just under 1 stays under 1), then any host q rows.
+    // The uniforms as floats, then any host q rows.
     host.clear();
-    for (double u : d.uniforms) host.push_back(std::min(float(u), std::nextafter(1.0f, 0.0f)));
+    for (double u : d.uniforms) host.push_back(device_draw(u));
     const std::size_t q_floats = d.q_from_last_chain ? 0 : d.q.size();
     const std::size_t need = (host.size() + q_floats) * 4;
     if (pick_draws.size() < need) pick_draws = Buffer(need);

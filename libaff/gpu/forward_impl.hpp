@@ -22,6 +22,7 @@
 #include "kernels/hc.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -76,6 +77,10 @@ inline void add_compressor_windows(StateRangeList& list, const CompressorRefs& w
         list.add(st.prev_gate, std::size_t(w.ratio) * w.dim * 4);
     }
 }
+
+// A uniform draw in [0, 1) as the device's float: a double just under 1 must not round up to 1
+// (the draw kernels take u < 1). The sampled chains' draws and forward_ids' go through here.
+inline float device_draw(double u) { return std::min(float(u), std::nextafter(1.0f, 0.0f)); }
 
 }  // namespace fwd
 

@@ -215,7 +215,7 @@ float* GpuModel::upload_draws(Impl& m, const ChainDraws& draws, std::size_t rows
     host.clear();
     for (double u : draws.uniforms) {
         if (!(u >= 0.0 && u < 1.0)) throw_usage(std::string(what) + ": a draw outside [0, 1)");
-        host.push_back(std::min(float(u), std::nextafter(1.0f, 0.0f)));
+        host.push_back(device_draw(u));
     }
     const std::size_t need = (rows + rows * std::size_t(m.c.vocab_size)) * 4;
     m.last_chain_q = nullptr;  // this chain's q rows replace the last one's
