@@ -22,7 +22,7 @@ DsparkDrafter::DsparkDrafter(std::unique_ptr<DsparkRunner> runner, std::size_t m
       max_tokens_(std::min(max_tokens, std::size_t(std::max(1, config_of(runner_).dspark.block_size)))),
       min_survival_(min_survival),
       row_(runner_->config().dspark.tap_layers.size() * std::size_t(runner_->config().hidden_size)),
-      window_(runner_->config().sliding_window) {
+      window_(runner_->config().sliding_window), q_(std::size_t(runner_->config().vocab_size)) {
     if (max_tokens == 0) throw_usage("the DSpark drafter needs at least one draft token");
     runner_->listen(this);
 }
@@ -82,13 +82,13 @@ void DsparkDrafter::on_taps(std::int64_t start, std::size_t n, std::span<const f
 std::int32_t DsparkDrafter::pick(std::span<const float> logits, std::size_t j) {
     const std::size_t V = logits.size();
     std::span<float> q;
-    if (sampler_) q = std::span<float>(q_).subspan(j * V, V);
+    if (sampler_) q = std::span<float>(q_.host()).subspan(j * V, V);
     return draft_pick(sampler_, logits, q);
 }
 
 std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> context) {
     guesses_ = 0;
-    q_on_device_ = q_fetched_ = false;
+    q_.clear();
     confidences_.clear();
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token (the anchor) runs at P.
@@ -103,7 +103,7 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
     extend_to(P);
 
     const std::size_t V = std::size_t(runner_->config().vocab_size);
-    if (sampler_) q_.resize(max_tokens_ * V);
+    if (sampler_) q_.host().resize(max_tokens_ * V);
     runner_->block(context.back());
     std::vector<std::int32_t> guesses;
     std::int32_t prev = context.back();
@@ -125,7 +125,7 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
                                    on_device ? nullptr : &q);
         if (chained && !on_device && q.size() != chain.size() * V)
             throw_internal("DsparkDrafter: a sampled chain without its q rows");
-        q_on_device_ = chained && on_device;
+        if (chained && on_device) q_.left_on_device([this](std::size_t rows) { return runner_->chain_q(rows); });
     }
     if (chained) {
         for (std::size_t i = 0; i < chain.size(); ++i) {
@@ -134,7 +134,8 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
             if (i > 0 && survival < min_survival_) break;
             guesses.push_back(chain[i]);
         }
-        if (sampler_ && !q_on_device_) std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.begin());
+        if (sampler_ && !q_.on_device())
+            std::copy(q.begin(), q.begin() + std::ptrdiff_t(guesses.size() * V), q_.host().begin());
         guesses_ = guesses.size();
         return guesses;
     }
@@ -154,13 +155,7 @@ std::vector<std::int32_t> DsparkDrafter::propose(std::span<const std::int32_t> c
 
 std::span<const float> DsparkDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
-    const std::size_t V = std::size_t(runner_->config().vocab_size);
-    if (q_on_device_ && !q_fetched_) {
-        q_ = runner_->chain_q(guesses_);
-        if (q_.size() != guesses_ * V) throw_internal("DsparkDrafter: a sampled chain's q rows did not come back");
-        q_fetched_ = true;
-    }
-    return std::span<const float>(q_).subspan(i * V, V);
+    return q_.row(i, guesses_);
 }
 
 }  // namespace aff

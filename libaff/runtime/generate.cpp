@@ -33,8 +33,7 @@ public:
                      ? (o.sampling.temperature == 0.0f ? Picks::greedy
                         : o.sampling.top_k == 0 && o.sampling.top_p >= 1.0f && o.sampling.min_p == 0.0f ? Picks::sampled
                                                                                                         : Picks::none)
-                     : Picks::none),
-          picks_only_(picks_ != Picks::none) {}
+                     : Picks::none) {}
 
     GenerateStats run();
 
@@ -75,7 +74,7 @@ private:
     StopMatcher stops_;
     enum class Picks { none, greedy, sampled };
     const Picks picks_;
-    const bool picks_only_;
+    bool picks_only() const { return picks_ != Picks::none; }
     GenerateStats stats_;
     std::int64_t position_ = 0;  // where the next token runs in a run without a drafter
     std::vector<float> logits_;  // predicting the token at position_
@@ -131,7 +130,7 @@ bool Loop::take_guess(std::int32_t token) {
     if (next_ >= guesses_.size() || guesses_[next_] != token) return false;
     ++next_;
     ++stats_.accepted_tokens;
-    if (picks_only_)
+    if (picks_only())
         pick_ = row_picks_[next_];
     else
         logits_.assign(rows_.begin() + std::ptrdiff_t(next_ * vocab_), rows_.begin() + std::ptrdiff_t((next_ + 1) * vocab_));
@@ -191,14 +190,14 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
     if (drafter_) seq_.set_rewind_depth(guesses.empty() ? own_depth_ : verify_depth_);
     if (guesses.empty()) {
         const std::int32_t one[1] = {token};
-        if (picks_only_)
+        if (picks_only())
             pick_ = dispatch_ids(one, false, Dispatch::Kind::decode).front();
         else
             logits_ = dispatch(one, false, Dispatch::Kind::decode);
     } else {
         std::vector<std::int32_t> chunk{token};
         chunk.insert(chunk.end(), guesses.begin(), guesses.end());
-        if (picks_only_) {
+        if (picks_only()) {
             // Sampled guesses drawn from distributions are verified against them; plain ones
             // only by the rows' own draws (take_guess).
             const bool drawn = picks_ == Picks::sampled &&
@@ -213,7 +212,7 @@ void Loop::advance(std::int32_t token, bool last, std::size_t budget_left) {
         // The logits path's copy of the draft distributions, when the drafter drew its guesses
         // from some (never at temperature 0).
         draft_q_.clear();
-        if (!picks_only_ && !drafter_->draft_distribution(0).empty()) {
+        if (!picks_only() && !drafter_->draft_distribution(0).empty()) {
             draft_q_.resize(guesses.size() * vocab_);
             for (std::size_t j = 0; j < guesses.size(); ++j) {
                 const std::span<const float> q = drafter_->draft_distribution(j);
@@ -240,7 +239,7 @@ GenerateStats Loop::run() {
     if (h_.drafter && o_.forced.empty()) h_.drafter->start(o_.sampling);
     const std::int64_t start = seq_.position();
     const auto t0 = Clock::now();
-    if (picks_only_)
+    if (picks_only())
         pick_ = dispatch_ids(o_.prompt, false, Dispatch::Kind::prompt).front();
     else
         logits_ = dispatch(o_.prompt, want_logits, Dispatch::Kind::prompt);
@@ -279,7 +278,7 @@ GenerateStats Loop::run() {
         std::int32_t token;
         if (forcing) {
             token = o_.forced[i];
-        } else if (picks_only_) {
+        } else if (picks_only()) {
             token = pick_;  // greedy_pick's or sampled_pick's choice, made where the logits are
         } else if (o_.constraint) {
             masked_.assign(logits_.begin(), logits_.end());

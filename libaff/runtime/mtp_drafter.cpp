@@ -20,7 +20,7 @@ std::unique_ptr<MtpRunner> checked(std::unique_ptr<MtpRunner> runner, std::size_
 
 MtpDrafter::MtpDrafter(std::unique_ptr<MtpRunner> runner, std::size_t max_tokens)
     : runner_(checked(std::move(runner), max_tokens)), max_tokens_(max_tokens),
-      window_(std::int64_t(runner_->window())) {
+      window_(std::int64_t(runner_->window())), q_(runner_->vocab_size()) {
     runner_->listen(this);
 }
 
@@ -56,13 +56,13 @@ void MtpDrafter::on_trunk_call(std::int64_t start, std::size_t n) {
 
 std::int32_t MtpDrafter::pick(std::span<const float> logits, std::size_t j) {
     std::span<float> q;
-    if (sampler_) q = std::span<float>(q_).subspan(j * logits.size(), logits.size());
+    if (sampler_) q = std::span<float>(q_.host()).subspan(j * logits.size(), logits.size());
     return draft_pick(sampler_, logits, q);
 }
 
 std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> context) {
     guesses_ = 0;
-    q_on_device_ = q_fetched_ = false;
+    q_.clear();
     if (context.empty()) return {};
     // The trunk has run positions < P; context's last token runs at P, so context[i] is the
     // token at position base + i.
@@ -76,7 +76,7 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
     if (first >= P) return {};
     const std::size_t n = std::size_t(P - first);
     const std::size_t V = runner_->vocab_size();
-    if (sampler_) q_.resize(max_tokens_ * V);
+    if (sampler_) q_.host().resize(max_tokens_ * V);
     const std::span<const std::int32_t> next = context.subspan(std::size_t(first + 1 - base), n);
     std::vector<std::int32_t> chained;
     if (!sampler_ && runner_->greedy_chain(next, max_tokens_, chained)) {
@@ -91,10 +91,10 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
         for (double& u : draws) u = sampler_->uniform();
         const bool on_device = runner_->chain_q_on_device();
         if (runner_->sampled_chain(next, max_tokens_, sampler_->params().temperature, draws, chained,
-                                   on_device ? nullptr : &q_)) {
-            if (!on_device && q_.size() != chained.size() * V)
+                                   on_device ? nullptr : &q_.host())) {
+            if (!on_device && q_.host().size() != chained.size() * V)
                 throw_internal("MtpDrafter: a sampled chain without its q rows");
-            q_on_device_ = on_device;
+            if (on_device) q_.left_on_device([this](std::size_t rows) { return runner_->chain_q(rows); });
             guesses_ = chained.size();
             return chained;
         }
@@ -117,13 +117,7 @@ std::vector<std::int32_t> MtpDrafter::propose(std::span<const std::int32_t> cont
 
 std::span<const float> MtpDrafter::draft_distribution(std::size_t i) const {
     if (!sampler_ || i >= guesses_) return {};
-    const std::size_t V = runner_->vocab_size();
-    if (q_on_device_ && !q_fetched_) {
-        q_ = runner_->chain_q(guesses_);
-        if (q_.size() != guesses_ * V) throw_internal("MtpDrafter: a sampled chain's q rows did not come back");
-        q_fetched_ = true;
-    }
-    return std::span<const float>(q_).subspan(i * V, V);
+    return q_.row(i, guesses_);
 }
 
 }  // namespace aff

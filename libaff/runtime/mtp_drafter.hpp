@@ -29,6 +29,7 @@
 
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/cpu_sequence.hpp"
+#include "libaff/runtime/draft_rows.hpp"
 #include "libaff/runtime/drafter.hpp"
 #include "libaff/runtime/mtp_runner.hpp"
 #include "libaff/runtime/sampler.hpp"
@@ -57,7 +58,7 @@ public:
     std::size_t max_tokens() const override { return max_tokens_; }
     std::vector<std::int32_t> propose(std::span<const std::int32_t> context) override;
     std::span<const float> draft_distribution(std::size_t i) const override;
-    bool draft_on_device() const override { return q_on_device_; }
+    bool draft_on_device() const override { return q_.on_device(); }
     // Also marks the next forward call as the start of a new sequence for the MTP layer.
     void start(const SamplerParams& sampling) override;
 
@@ -77,11 +78,7 @@ private:
     std::int64_t streams_start_ = 0, streams_end_ = 0;
     bool new_sequence_ = true;
     std::optional<Sampler> sampler_;  // empty at temperature 0
-    // [guesses, V] when sampling; where the runner's chain left them on the device, copied
-    // here only when draft_distribution is asked (q_fetched_).
-    mutable std::vector<float> q_;
-    bool q_on_device_ = false;
-    mutable bool q_fetched_ = false;
+    DraftRows q_;  // [guesses, V] when sampling (on the host, or where the runner's chain left them)
     std::size_t guesses_ = 0;
 };
 
