@@ -270,19 +270,6 @@ private:
     aff::Sequence& inner_;
 };
 
-std::vector<std::int32_t> generated(aff::Sequence& seq, const aff::GenerateOptions& opt, aff::Drafter* drafter,
-                                    aff::GenerateStats& stats) {
-    std::vector<std::int32_t> tokens;
-    aff::GenerateHooks h;
-    h.on_step = [&](const aff::GenerationStep& s) {
-        tokens.push_back(s.token);
-        return true;
-    };
-    h.drafter = drafter;
-    stats = aff::generate(seq, opt, h);
-    return tokens;
-}
-
 void generation_draws(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Row>& rows) {
     const int V = cpu.config().vocab_size;
     for (int p = 0; p < 2; ++p) {
@@ -294,9 +281,9 @@ void generation_draws(const aff::Model& cpu, const aff::Checkpoint& ck, std::vec
         auto run = [&](bool host_picks, aff::GenerateStats& stats) {
             auto seq = aff::make_gpu_sequence(cpu, &ck, aff::gpu::GpuOptions{});
             auto drafter = gpu_drafter(*seq, 3);
-            if (!host_picks) return generated(*seq, opt, drafter.get(), stats);
+            if (!host_picks) return generated(*seq, opt, drafter.get(), false, &stats);
             HostPickedSequence host(*seq);
-            return generated(host, opt, drafter.get(), stats);
+            return generated(host, opt, drafter.get(), false, &stats);
         };
         aff::GenerateStats dev, dev2, host;
         const std::vector<std::int32_t> a = run(false, dev), b = run(false, dev2), c = run(true, host);

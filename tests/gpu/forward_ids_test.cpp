@@ -75,21 +75,6 @@ void model_picks(const std::string& name, aff::gpu::GpuModel& g, std::vector<Row
     add(rows, "forward_ids", name + ": 0 candidates refused as a usage error", refused, 0.0);
 }
 
-std::vector<std::int32_t> generated(aff::Sequence& seq, const aff::GenerateOptions& opt, aff::Drafter* drafter,
-                                    bool logits_hook, aff::GenerateStats* stats = nullptr) {
-    std::vector<std::int32_t> tokens;
-    aff::GenerateHooks h;
-    h.on_step = [&](const aff::GenerationStep& s) {
-        tokens.push_back(s.token);
-        return true;
-    };
-    if (logits_hook) h.on_logits = [](std::int64_t, std::int32_t, std::span<const float>) {};
-    h.drafter = drafter;
-    const aff::GenerateStats s = aff::generate(seq, opt, h);
-    if (stats) *stats = s;
-    return tokens;
-}
-
 long long tokens_differ(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
     long long d = a.size() == b.size() ? 0 : 1000;
     for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) d += a[i] != b[i];

@@ -1,7 +1,8 @@
 // What the two MTP device tests share (mtp_test.cpp: the MTP logits; mtp_routes_test.cpp: the
 // MTP layer's routing): the MTP calls of one prompt on the GPU, a drafter on the GPU MTP
 // runner, and the container of V4-Flash's geometry with an MTP layer on which both tier the
-// trunk. They had each written these out; one copy keeps their calls the same calls.
+// trunk; and the tokens of a generation (forward_ids_test.cpp, drawn_picks_test.cpp). They had
+// each written these out; one copy keeps their calls the same calls.
 #pragma once
 
 #include "device_test.hpp"
@@ -11,6 +12,7 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/gpu/forward.hpp"
+#include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/gpu_mtp_runner.hpp"
 #include "libaff/runtime/mtp_drafter.hpp"
 
@@ -62,6 +64,23 @@ inline std::unique_ptr<aff::MtpDrafter> host_pick_drafter(aff::Sequence& seq, st
     std::unique_ptr<aff::MtpRunner> runner = aff::make_gpu_mtp_runner(seq, why);
     if (!runner) throw aff::Error(aff::ErrorKind::unsupported, "no GPU MTP runner: " + why);
     return std::make_unique<aff::MtpDrafter>(std::make_unique<HostPicks>(std::move(runner)), k);
+}
+
+// The tokens `seq` generates for `opt` with `drafter` (null: none); logits_hook: an on_logits
+// hook, so the loop takes the logits path; the stats into *stats when given.
+inline std::vector<std::int32_t> generated(aff::Sequence& seq, const aff::GenerateOptions& opt, aff::Drafter* drafter,
+                                           bool logits_hook, aff::GenerateStats* stats = nullptr) {
+    std::vector<std::int32_t> tokens;
+    aff::GenerateHooks h;
+    h.on_step = [&](const aff::GenerationStep& s) {
+        tokens.push_back(s.token);
+        return true;
+    };
+    if (logits_hook) h.on_logits = [](std::int64_t, std::int32_t, std::span<const float>) {};
+    h.drafter = drafter;
+    const aff::GenerateStats s = aff::generate(seq, opt, h);
+    if (stats) *stats = s;
+    return tokens;
 }
 
 // Writes tmp/v4-1x8-mtp.aff: one layer and the MTP layer, 8 experts each (make_geometry_container
