@@ -4,6 +4,8 @@
 // and the slot an expert lands in never changes a value (the bytes are the same). The copy: a
 // grid of (chunks of an extent, slots); each thread keeps four independent 16-byte loads in
 // flight, as the streaming read that measures the bus ceiling does (kernels/stream_read.hip).
+// The decode prefetch's priorities (sums of rank weights in shared memory: integers, so the
+// order of the atomics does not matter) and its hit count (an expert counted at its first job).
 #include "kernels/expert_stage.hpp"
 
 #include "kernels/check.hpp"
@@ -84,7 +86,58 @@ __global__ void __launch_bounds__(kCopyThreads)
     for (; i < end; i += kCopyThreads) to[i] = dev::load_stream(from + i);
 }
 
+__global__ void __launch_bounds__(kPickThreads)
+    expert_stage_priorities_kernel(const int32_t* ids, int jobs, int top_k, int experts, int32_t* counts) {
+    __shared__ unsigned sums[kExpertStageMaxExperts];
+    const int tid = static_cast<int>(dev::thread_x());
+    for (int e = tid; e < experts; e += kPickThreads) sums[e] = 0;
+    dev::sync_block();
+    for (int j = tid; j < jobs; j += kPickThreads) {
+        const int e = ids[j];
+        if (e >= 0 && e < experts) dev::atomic_add(&sums[e], static_cast<unsigned>(top_k - j % top_k));
+    }
+    dev::sync_block();
+    for (int e = tid; e < experts; e += kPickThreads) counts[e] = static_cast<int32_t>(sums[e]);
+}
+
+__global__ void __launch_bounds__(kPickThreads)
+    expert_stage_hits_kernel(const int32_t* ids, int jobs, const uint8_t* const* table, const uint8_t* const* stage_table,
+                             unsigned* counter) {
+    __shared__ unsigned hits;
+    const int tid = static_cast<int>(dev::thread_x());
+    if (tid == 0) hits = 0;
+    dev::sync_block();
+    for (int j = tid; j < jobs; j += kPickThreads) {
+        const int e = ids[j];
+        bool first = stage_table[e] != table[e];
+        for (int i = 0; first && i < j; ++i) first = ids[i] != e;  // an expert once, at its first job
+        if (first) dev::atomic_add(&hits, 1u);
+    }
+    dev::sync_block();
+    if (tid == 0 && hits) dev::atomic_add(counter, hits);
+}
+
 }  // namespace
+
+void expert_stage_priorities(const std::int32_t* ids, int jobs, int top_k, int experts, std::int32_t* counts,
+                             void* stream) {
+    if (experts < 1 || experts > kExpertStageMaxExperts) throw_argument("expert_stage_priorities", "experts must be 1..1024");
+    if (top_k < 1 || jobs < 0 || jobs > kExpertStageMaxJobs || jobs % top_k != 0)
+        throw_argument("expert_stage_priorities", "jobs must be whole tokens of top_k ids, at most 1024");
+    if (!ids || !counts) throw_argument("expert_stage_priorities", "null ids or counts");
+    expert_stage_priorities_kernel<<<dim3(1), dim3(kPickThreads), 0, static_cast<hipStream_t>(stream)>>>(
+        ids, jobs, top_k, experts, counts);
+    AFF_GPU_CHECK(hipGetLastError());
+}
+
+void expert_stage_hits(const std::int32_t* ids, int jobs, const std::uint8_t* const* table,
+                       const std::uint8_t* const* stage_table, std::uint32_t* counter, void* stream) {
+    if (jobs < 0 || jobs > kExpertStageMaxJobs) throw_argument("expert_stage_hits", "at most 1024 jobs");
+    if (!ids || !table || !stage_table || !counter) throw_argument("expert_stage_hits", "null argument");
+    expert_stage_hits_kernel<<<dim3(1), dim3(kPickThreads), 0, static_cast<hipStream_t>(stream)>>>(
+        ids, jobs, table, stage_table, counter);
+    AFF_GPU_CHECK(hipGetLastError());
+}
 
 void expert_stage(const ExpertStageArgs& a, void* stream) {
     if (a.experts < 1 || a.experts > kExpertStageMaxExperts) throw_argument("expert_stage", "experts must be 1..1024");

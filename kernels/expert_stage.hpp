@@ -8,7 +8,7 @@
 // first while slots last (the rest keep their entries and are read in place, as without this
 // step). Everything is decided on the device from moe_group's counts: no host round trip. A
 // copy with counts; its tests are tests/gpu/expert_stage_test.cpp (family `expert_stage`: the
-// picks, table, slots and counters on synthetic tables) and the tiered model's logits
+// picks, table, slots and counters on synthetic tables, the priorities and hits below) and the tiered model's logits
 // (tests/gpu/tiers_test.cpp, family `tiers`), its speed tests/bench/prefill_tiers_bench.cpp. Host-callable declarations only;
 // device code in expert_stage.hip.
 #pragma once
@@ -49,5 +49,21 @@ struct ExpertStageArgs {
 // adds to the counters; then a grid copies each picked expert's `bytes` into its slot (16-byte
 // loads; blocks of slots left empty return at once).
 void expert_stage(const ExpertStageArgs& a, void* stream);
+
+// Decode steps (issue 17's prefetch, GpuModel::Impl::prefetch_predicted): the same pick and
+// copy, fed with a predicted routing instead of moe_group's counts, so that a layer's predicted
+// pooled experts cross the bus while its attention runs and its MoE reads them from HBM.
+// expert_stage_priorities writes counts [experts] from `jobs` routed ids [jobs / top_k][top_k]
+// (each token's in the router's order, best first): an expert's count is the sum over the
+// tokens that chose it of top_k − its rank there, 0 for the rest; so the pick takes the
+// experts most tokens rank highest first. One block, jobs at most kExpertStageMaxJobs.
+inline constexpr int kExpertStageMaxJobs = 1024;
+void expert_stage_priorities(const std::int32_t* ids, int jobs, int top_k, int experts, std::int32_t* counts,
+                             void* stream);
+// After the router: adds to *counter the experts among `jobs` routed ids whose stage_table
+// entry differs from the layer's table (each such expert once, however many tokens chose it):
+// the prefetched experts the MoE then read. One block.
+void expert_stage_hits(const std::int32_t* ids, int jobs, const std::uint8_t* const* table,
+                       const std::uint8_t* const* stage_table, std::uint32_t* counter, void* stream);
 
 }  // namespace aff::gpu

@@ -23,6 +23,7 @@
 // an empty SSD range, and no bus-read expert at all. Random cases (against the twin): extents of
 // several 64 KiB copy blocks and a partial one, ties in the counts, 1024 experts (the limit),
 // one expert, null counters. Refusals: the launcher's argument checks (unsupported errors).
+// Then the decode prefetch's priorities and hits kernels (prefetch_kernels says how).
 #include "device_test.hpp"
 
 #include "kernels/expert_stage.hpp"
@@ -385,6 +386,106 @@ void refusals(std::vector<Row>& rows) {
     s.synchronize();
 }
 
+// The decode prefetch's two kernels (expert_stage_priorities, expert_stage_hits). Priorities:
+// each case's counts against the contract's sum of top_k − rank over the tokens choosing an
+// expert (worked out by hand for two cases, by a host twin for random routings of 1 to 170
+// tokens at V4-Flash's 256 experts top 6 and at 1024 experts, ids distinct within a token);
+// the output starts poisoned, one entry past the end stays so. Hits: synthetic tables (the
+// kernel compares entries, never reads through them) where some entries differ, routed ids
+// with repeats; the counter, started at 7, gains the distinct differing experts routed to.
+void prefetch_kernels(std::vector<Row>& rows) {
+    const std::string f = "expert_stage";
+    aff::gpu::Stream s;
+    auto priorities = [&](const std::vector<std::int32_t>& ids, int k, int E) {
+        aff::gpu::Buffer dids = to_device(ids.empty() ? std::vector<std::int32_t>{0} : ids);
+        aff::gpu::Buffer out = poisoned(std::size_t(E) + 1, sizeof(std::int32_t));
+        aff::gpu::expert_stage_priorities(dids.as<const std::int32_t>(), int(ids.size()), k, E, out.as<std::int32_t>(),
+                                          s.handle());
+        s.synchronize();
+        return to_host<std::int32_t>(out, std::size_t(E) + 1);
+    };
+    auto twin_priorities = [](const std::vector<std::int32_t>& ids, int k, int E) {
+        std::vector<std::int32_t> c(std::size_t(E), 0);
+        for (std::size_t j = 0; j < ids.size(); ++j) c[std::size_t(ids[j])] += k - int(j % std::size_t(k));
+        return c;
+    };
+    auto check = [&](const std::string& what, const std::vector<std::int32_t>& ids, int k, int E,
+                     const std::vector<std::int32_t>& want) {
+        const std::vector<std::int32_t> got = priorities(ids, k, E);
+        long long wrong = 0;
+        for (int e = 0; e < E; ++e) wrong += got[std::size_t(e)] != want[std::size_t(e)] ? 1 : 0;
+        std::int32_t poison = 0;
+        std::memset(&poison, 0xff, sizeof poison);
+        add(rows, f, "priorities, " + what + ": counts differing", double(wrong), 0.0);
+        add(rows, f, "priorities, " + what + ": entry past the end written", got[std::size_t(E)] != poison ? 1.0 : 0.0, 0.0);
+    };
+    {
+        std::vector<std::int32_t> want(10, 0);
+        want[5] = 3, want[3] = 2, want[9] = 1;
+        check("one token {5,3,9} of 10 experts top 3 (by hand)", {5, 3, 9}, 3, 10, want);
+        want[5] = 5, want[3] = 5, want[1] = 1;
+        check("tokens {5,3,9} {3,5,1} (by hand)", {5, 3, 9, 3, 5, 1}, 3, 10, want);
+        check("no token", {}, 3, 10, std::vector<std::int32_t>(10, 0));
+    }
+    for (const auto& [tokens, k, E] : std::vector<std::array<int, 3>>{{1, 6, 256}, {4, 6, 256}, {170, 6, 256}, {3, 16, 1024}, {64, 16, 1024}}) {
+        std::vector<std::int32_t> ids;
+        for (int t = 0; t < tokens; ++t) {
+            std::vector<std::int32_t> all(static_cast<std::size_t>(E));
+            for (int e = 0; e < E; ++e) all[std::size_t(e)] = e;
+            std::shuffle(all.begin(), all.end(), rng());
+            ids.insert(ids.end(), all.begin(), all.begin() + k);
+        }
+        check("random " + std::to_string(tokens) + " tokens, " + std::to_string(E) + " experts top " + std::to_string(k), ids,
+              k, E, twin_priorities(ids, k, E));
+    }
+    // Hits.
+    for (const int E : {16, 256, 1024}) {
+        std::vector<std::uintptr_t> table(static_cast<std::size_t>(E)), stage(static_cast<std::size_t>(E));
+        std::vector<bool> differs(static_cast<std::size_t>(E));
+        for (int e = 0; e < E; ++e) {
+            table[std::size_t(e)] = 0x10000 + std::uintptr_t(e) * 4096;
+            differs[std::size_t(e)] = (rng()() % 3) == 0;
+            stage[std::size_t(e)] = differs[std::size_t(e)] ? 0x900000000ull + std::uintptr_t(e) * 64 : table[std::size_t(e)];
+        }
+        std::vector<std::int32_t> ids;
+        const int jobs = E == 16 ? 24 : 1024;
+        for (int j = 0; j < jobs; ++j) ids.push_back(std::int32_t(rng()() % std::uint32_t(E / 2)));  // repeats
+        std::vector<bool> seen(std::size_t(E), false);
+        std::uint32_t want = 7;
+        for (const std::int32_t e : ids) {
+            if (differs[std::size_t(e)] && !seen[std::size_t(e)]) ++want;
+            seen[std::size_t(e)] = true;
+        }
+        aff::gpu::Buffer dt = to_device(table), ds = to_device(stage), di = to_device(ids);
+        aff::gpu::Buffer counter = to_device(std::vector<std::uint32_t>{7});
+        aff::gpu::expert_stage_hits(di.as<const std::int32_t>(), jobs, dt.as<const std::uint8_t* const>(),
+                                    ds.as<const std::uint8_t* const>(), counter.as<std::uint32_t>(), s.handle());
+        s.synchronize();
+        const std::uint32_t got = to_host<std::uint32_t>(counter, 1)[0];
+        add(rows, f, "hits, " + std::to_string(E) + " experts, " + std::to_string(jobs) + " jobs with repeats: |counter - want|",
+            double(got > want ? got - want : want - got), 0.0);
+    }
+    // Refusals.
+    aff::gpu::Buffer ids = to_device(std::vector<std::int32_t>(1025, 0)), out(1024 * 4), tab = poisoned(4, sizeof(void*));
+    auto refused = [&](const std::string& what, const std::function<void()>& call) {
+        add(rows, f, "refused: " + what + " (1 = not unsupported)", unsupported(call), 0.0);
+    };
+    const auto* id = ids.as<const std::int32_t>();
+    refused("priorities of 7 jobs at top 6", [&] { aff::gpu::expert_stage_priorities(id, 7, 6, 16, out.as<std::int32_t>(), s.handle()); });
+    refused("priorities of 1026 jobs", [&] { aff::gpu::expert_stage_priorities(id, 1026, 6, 16, out.as<std::int32_t>(), s.handle()); });
+    refused("priorities over 0 experts", [&] { aff::gpu::expert_stage_priorities(id, 6, 6, 0, out.as<std::int32_t>(), s.handle()); });
+    refused("priorities into null", [&] { aff::gpu::expert_stage_priorities(id, 6, 6, 16, nullptr, s.handle()); });
+    refused("hits of 1025 jobs", [&] {
+        aff::gpu::expert_stage_hits(id, 1025, tab.as<const std::uint8_t* const>(), tab.as<const std::uint8_t* const>(),
+                                    out.as<std::uint32_t>(), s.handle());
+    });
+    refused("hits with a null counter", [&] {
+        aff::gpu::expert_stage_hits(id, 6, tab.as<const std::uint8_t* const>(), tab.as<const std::uint8_t* const>(), nullptr,
+                                    s.handle());
+    });
+    s.synchronize();
+}
+
 }  // namespace
 
 AFF_DEVICE_TEST("expert_stage") {
@@ -424,6 +525,7 @@ AFF_DEVICE_TEST("expert_stage") {
         one.want_counters = Counters{1, 0, 0, 1};
         run_case(one, rows);
         refusals(rows);
+        prefetch_kernels(rows);
     } catch (const std::exception& e) {
         rows.push_back({"expert_stage", std::string("threw: ") + e.what(), INFINITY, 0.0, false});
     }
