@@ -70,6 +70,17 @@ std::size_t Activations::layout(std::uint8_t* base, int tokens, const Activation
         take(stage_slot_base, std::size_t(slots) * shape.stage_slot_bytes);
     }
     if (base) stage_slot_count = slots;
+    if (shape.stage_slot_bytes > 0 && hc_site_takes(kDecodeTokens, shape.hc)) {
+        const std::size_t d = kDecodeTokens;
+        take(pred_a, d * D);
+        take(pred_post, d * hc);
+        take(pred_comb, d * hc * hc);
+        take(pred_scratch, hc_site_scratch_floats(kDecodeTokens, shape.hc));
+        take(pred_logits, d * E);
+        take(pred_w, d * k);
+        take(pred_ids, d * k);
+        take(pred_counts, E);
+    }
     if (shape.attention_on_gpu) {
         const std::size_t H = c.num_heads, Dh = c.head_dim, Hi = c.index_heads, Di = c.index_head_dim;
         take(cq, n * c.q_lora_rank);

@@ -18,6 +18,7 @@
 #include "libaff/gpu/device.hpp"
 #include "libaff/gpu/forward.hpp"
 #include "libaff/gpu/ssd_tier.hpp"
+#include "kernels/expert_stage.hpp"
 #include "libaff/placement/engine.hpp"
 #include "libaff/placement/policy.hpp"
 #include "libaff/placement/tier_book.hpp"
@@ -75,6 +76,19 @@ struct ExpertTiers {
     bool stall_open = false;    // a call waited: its stall is read at the next pass
     double stall_seconds = 0;   // the model's stream waited this long on the copies, in all
     double copy_seconds = 0;    // the copy stream's busy time (copies_start to moves_done), in all
+    // The decode prefetch (forward_prefetch.cpp): its own stream, forked from the model's
+    // stream after a layer's attention site and joined before that layer's routed experts
+    // (two events, recorded inside a captured decode graph as well), and its counters: the
+    // kExpertStageCounters of expert_stage (prefetched experts, predicted pooled ones left in
+    // place, ...) then the prefetched experts the router chose (kPrefetchHits), with their host
+    // copy, read back at each report once any call prefetched (prefetch_armed: a replayed graph
+    // adds to them without passing through the host code that queued the prefetch).
+    static constexpr int kPrefetchHits = kExpertStageCounters;
+    Stream prefetch_stream;
+    Event prefetch_fork, prefetch_join;
+    Buffer prefetch_counters;
+    std::uint32_t prefetch_read[kExpertStageCounters + 1] = {};
+    bool prefetch_armed = false;
     std::uint64_t stalled_calls = 0;  // calls that waited on copies at all (> 0 ms)
     std::uint64_t waited_calls = 0;   // calls queued behind a pass's copies
 

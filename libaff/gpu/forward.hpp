@@ -125,6 +125,12 @@ struct GpuTierOptions {
     // Initial placement: per-(layer, expert) counts, layer-major (an expert profile); busiest
     // first into the slab. Empty: layer-major key order.
     std::vector<std::uint64_t> profile;
+    // --expert-prefetch: in decode-sized calls, pooled experts a layer copied into HBM while its
+    // attention runs, chosen from the layer's routing predicted before attention (its router on
+    // the streams entering it, as if attention added nothing; the hash layers' exactly). The
+    // bus idles during attention at batch 1; an expert predicted right is then read from HBM.
+    // Same bytes, same kernels: the logits do not change. 0: off. Not with experts on the SSD.
+    int prefetch_experts = 1;
 };
 
 // Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed
@@ -325,6 +331,10 @@ struct GpuTierReport {
     // they had (what they would have read in place), the bus-read experts the GEMMs read in
     // place and their tiles (each tile reads w1, w3 and w2 over the bus once).
     std::uint64_t staged_experts = 0, staged_tiles = 0, in_place_experts = 0, in_place_tiles = 0;
+    // The decode prefetch (GpuTierOptions::prefetch_experts) over every call so far: pooled
+    // experts copied into HBM during attention, how many of them the router then chose, and
+    // predicted pooled experts left on the bus (no slot left for them).
+    std::uint64_t prefetched_experts = 0, prefetch_hits = 0, prefetch_left = 0;
     // One line: the start-up plan (TierPlan::describe).
     std::string describe() const;
     // One line: hit rate per tier (SSD reads included), PCIe bytes, moves per token and the

@@ -291,7 +291,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     // y rows (ldy apart) = W[row0 .. row0+rows) · x rows (ldx apart), batch rows.
     void apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0 = 0,
-               int rows = -1);
+               int rows = -1, void* on_stream = nullptr);  // on_stream null: the model's stream
     // apply(l0, ...y0) and apply(l1, ...y1) over the same x: one fp8_gemv_multi launch a 4 rows
     // of x when both are FP8 GEMV calls of the same width (same results), else the two applies.
     void apply_pair(const Linear& l0, float* y0, int ldy0, const Linear& l1, float* y1, int ldy1, const float* xin,
@@ -300,7 +300,7 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // y rows = W x rows for a dense BF16/F32 matrix: bf16_gemv (4 rows of x a launch) where it
     // takes the call, else dense_gemv.
     void dense_rows(const void* w, DenseType type, int rows, int cols, const float* xin, int ldx, int batch,
-                    float* yout, int ldy);
+                    float* yout, int ldy, void* on_stream = nullptr);
 
     HcConfig hc_config() const;
 
@@ -372,6 +372,13 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
 
     // §3.9 (Model::moe): b [n, D] → f [n, D].
     void moe(const LayerRefs& r, int n);
+    // The decode prefetch (forward_prefetch.cpp; GpuTierOptions::prefetch_experts): right after
+    // main layer l's attention site, on the tiers' prefetch stream, that layer's routing
+    // predicted from the streams entering it and the best predicted pooled experts copied into
+    // the stage slots; moe() waits for it before the routed experts and reads the per-call table
+    // (prefetch_table). Returns whether it queued anything (false: not this call or layer).
+    bool prefetch_predicted(int l, int n);
+    const std::uint8_t* const* prefetch_table = nullptr;  // set for the layer running, else null
     // The route ring's rows for main layer r's routing in a call of n tokens (none for the MTP
     // layer or a layer outside `layers`: mtp_forward drains the MTP layer's routing into
     // mtp_routes itself); the router writes them (forward_routes.cpp).

@@ -14,8 +14,8 @@ namespace aff::gpu {
 using namespace fwd;
 
 void GpuModel::Impl::dense_rows(const void* w, DenseType type, int rows, int cols, const float* xin, int ldx,
-                                int batch, float* yout, int ldy) {
-    void* s = stream.handle();
+                                int batch, float* yout, int ldy, void* on_stream) {
+    void* s = on_stream ? on_stream : stream.handle();
     if (type == DenseType::bf16 && bf16_gemv_takes(w, cols, xin, ldx, std::min(batch, kBf16GemvMaxBatch))) {
         for (int b = 0; b < batch; b += kBf16GemvMaxBatch)
             bf16_gemv(static_cast<const std::uint16_t*>(w), rows, cols, xin + std::size_t(b) * ldx, ldx,
@@ -26,9 +26,9 @@ void GpuModel::Impl::dense_rows(const void* w, DenseType type, int rows, int col
 }
 
 void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch, float* yout, int ldy, int row0,
-                           int rows) {
+                           int rows, void* on_stream) {
     if (rows < 0) rows = l.rows;
-    void* s = stream.handle();
+    void* s = on_stream ? on_stream : stream.handle();
     if (!l.fp8) {
         const std::size_t elem = l.type == DenseType::bf16 ? 2 : 4;
         if (use_gemm(batch) && l.type == DenseType::bf16 && bf16_gemm_takes(rows, l.cols, xin, ldx, yout, ldy)) {
@@ -37,7 +37,7 @@ void GpuModel::Impl::apply(const Linear& l, const float* xin, int ldx, int batch
             return;
         }
         dense_rows(at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols * elem, l.type, rows, l.cols, xin, ldx,
-                   batch, yout, ldy);
+                   batch, yout, ldy, s);
         return;
     }
     const std::uint8_t* w = at<std::uint8_t>(l.w_offset) + std::size_t(row0) * l.cols;

@@ -1,7 +1,7 @@
 // The MoE block on the GPU (model doc §3.9, Model::moe): shared expert, router, routed experts
 // (codebook-stored through moe_gemv_routed or moe_gemm, each expert found through the expert
 // table when they run, or dense stacks), combine. Tiered prefill: bus-read experts staged into
-// HBM before the GEMMs (stage_bus_experts).
+// HBM before the GEMMs (stage_bus_experts); tiered decode: the prefetch's table and its hits.
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/expert_stage.hpp"
 #include "kernels/hadamard.hpp"
@@ -24,7 +24,8 @@ void GpuModel::Impl::routed_codebook(const LayerRefs& r, int n) {
     const int E = c.n_routed_experts, total = n * k;
     // Flags [matrix][expert], matrix as ExpertMatrix numbers it (w1, w2, w3).
     auto flags = [&](ExpertMatrix which) { return base + r.rotated_flags + std::size_t(static_cast<int>(which)) * E; };
-    const std::uint8_t* const* table = at<const std::uint8_t*>(r.expert_row);
+    // The decode prefetch's per-call table where it ran (forward_prefetch.cpp), else the layer's.
+    const std::uint8_t* const* table = prefetch_table ? prefetch_table : at<const std::uint8_t*>(r.expert_row);
     if (r.rotated_w13) hadamard_rotate(a, D, a_rot, D, D, n, s);
     for (int t0 = 0; t0 < n; t0 += kMoeGemvMaxBatch) {
         const std::size_t p0 = std::size_t(t0) * k;
@@ -156,6 +157,11 @@ void GpuModel::Impl::moe(const LayerRefs& r, int n) {
     router_topk(logits_router, n, rc, r.hash ? nullptr : at<float>(r.bias),
                 r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s, ring_slot(r, n));
     if (tiers && tiers->ssd) stage_ssd(int(&r - layers.data()), n);  // its SSD experts into staging slots
+    if (prefetch_table) {  // the prefetch's copies and table are done; count its experts the router chose
+        stream.wait(tiers->prefetch_join);
+        expert_stage_hits(route_ids, n * k, at<const std::uint8_t*>(r.expert_row), prefetch_table,
+                          static_cast<std::uint32_t*>(tiers->prefetch_counters.data()) + ExpertTiers::kPrefetchHits, s);
+    }
     const int jobs = n * k;
     const std::uint8_t* base = arena.as<std::uint8_t>();
     mark("routed experts");

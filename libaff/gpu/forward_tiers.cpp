@@ -40,6 +40,8 @@ void GpuModel::Impl::allocate_tiers(const MemoryInfo& mem) {
     setup_ssd();
     tiers->stage_counters = Buffer(kExpertStageCounters * sizeof(std::uint32_t));
     stream.fill(tiers->stage_counters.data(), 0, tiers->stage_counters.size());
+    tiers->prefetch_counters = Buffer(sizeof tiers->prefetch_read);
+    stream.fill(tiers->prefetch_counters.data(), 0, tiers->prefetch_counters.size());
     upload(stream);  // the arena, with the expert table pointing into the tiers
     tiers->fill([this](int l, int e, std::uint8_t* dst) { fill_extent(l, e, dst); }, stream);
     materialised.clear();
@@ -252,6 +254,14 @@ GpuTierReport GpuModel::tiers() const {
         m.stream.synchronize();
         w.stage_dirty = false;
     }
+    if (t.prefetch_armed) {
+        ExpertTiers& w = *m.tiers;
+        m.stream.copy(w.prefetch_read, t.prefetch_counters.data(), sizeof w.prefetch_read);
+        m.stream.synchronize();
+    }
+    r.prefetched_experts = t.prefetch_read[kStagedExperts];
+    r.prefetch_left = t.prefetch_read[kInPlaceExperts];
+    r.prefetch_hits = t.prefetch_read[ExpertTiers::kPrefetchHits];
     r.staged_experts = t.stage_read[kStagedExperts];
     r.staged_tiles = t.stage_read[kStagedTiles];
     r.in_place_experts = t.stage_read[kInPlaceExperts];
@@ -300,6 +310,14 @@ std::string GpuTierReport::summary() const {
                       "place (%llu tiles)",
                       (unsigned long long)staged_experts, (unsigned long long)staged_tiles,
                       (unsigned long long)in_place_experts, (unsigned long long)in_place_tiles);
+        s += line;
+    }
+    if (prefetched_experts > 0) {
+        std::snprintf(line, sizeof line,
+                      "; decode prefetch: %.2f pooled experts a token copied into HBM during attention, %.1f %% of them "
+                      "routed to, %.2f predicted ones a token left on the bus",
+                      double(prefetched_experts) * per_token, pct(prefetch_hits, prefetched_experts),
+                      double(prefetch_left) * per_token);
         s += line;
     }
     if (plan.ssd_experts > 0) {

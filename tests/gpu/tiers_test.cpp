@@ -28,6 +28,9 @@
 // Prefill staging (staging_on): a 512-token chunk with the bus-read experts staged into HBM
 // before the GEMMs, forced on, forced off and automatic, against the all-resident model, bit for
 // bit (the rows are listed there).
+// The decode prefetch (GpuTierOptions::prefetch_experts, on by default at 1: every tiered case
+// above runs it) copies predicted pooled experts into HBM during attention: with it off, at 1,
+// 2 and 3, the logits stay bit-identical; its counters agree with the script (rows in tiers_on).
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
 #include "device_test.hpp"
@@ -107,6 +110,7 @@ struct Config {
     std::int64_t slots;  // slab slots; -1: every expert
     const char* strategy;
     bool every_call = false;  // the mover must move after every call (demand on one slot: each dispatch misses)
+    int prefetch = 1;         // GpuTierOptions::prefetch_experts (the default)
 };
 
 void tiers_on(const std::string& label, const std::string& path, const std::vector<Config>& configs, std::vector<Row>& rows) {
@@ -138,6 +142,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             o.tiers.slab_cap = std::size_t(slots) * slot_bytes;
             o.tiers.strategy = cf.strategy;
             o.tiers.heat = eager_heat();  // the heat cases' moves (device_test.hpp says why)
+            o.tiers.prefetch_experts = cf.prefetch;
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const Run got = run(g, sc, false);
@@ -162,6 +167,33 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             if (std::string(cf.strategy) == "demand" && slots > 0 && slots < experts)
                 add(rows, "tiers", what + ": demand moved nothing (1 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
             add(rows, "tiers", what + ": decode graphs captured after the first step", double(got.recaptures), 0.0);
+            // The decode prefetch (forward_prefetch.cpp) runs in the decode steps only (the prompt
+            // and the chunk are longer than kDecodeTokens), at most `prefetch` experts a layer, only
+            // where the pool holds some. With no slab every predicted expert is pooled: exactly
+            // min(prefetch, k) a layer a step. Hash layers' predictions are their routing, so on a
+            // model of hash layers only (the geometry container's 2 layers) every prefetched expert
+            // is routed to.
+            {
+                const aff::ModelConfig& c = g.config();
+                const std::uint64_t most = std::uint64_t(got.steps) * c.num_layers * std::uint64_t(std::max(0, cf.prefetch));
+                if (cf.prefetch == 0 || slots == experts) {
+                    add(rows, "tiers", what + ": experts prefetched with the prefetch off or no pool", double(r.prefetched_experts), 0.0);
+                } else if (slots == 0) {
+                    const std::uint64_t exact =
+                        std::uint64_t(got.steps) * c.num_layers * std::uint64_t(std::min(cf.prefetch, c.experts_per_token));
+                    add(rows, "tiers", what + ": |prefetched - steps x layers x min(prefetch, k)|",
+                        double(std::llabs(std::int64_t(r.prefetched_experts) - std::int64_t(exact))), 0.0);
+                } else {
+                    add(rows, "tiers", what + ": prefetched nothing (1 = none)", r.prefetched_experts > 0 ? 0.0 : 1.0, 0.0);
+                }
+                add(rows, "tiers", what + ": prefetched over steps x layers x prefetch",
+                    r.prefetched_experts > most ? double(r.prefetched_experts - most) : 0.0, 0.0);
+                add(rows, "tiers", what + ": prefetch hits over prefetched",
+                    r.prefetch_hits > r.prefetched_experts ? double(r.prefetch_hits - r.prefetched_experts) : 0.0, 0.0);
+                if (std::all_of(c.hash_routed.begin(), c.hash_routed.begin() + c.num_layers, [](bool h) { return h; }))
+                    add(rows, "tiers", what + ": hash layers only: |prefetch hits - prefetched|",
+                        double(std::llabs(std::int64_t(r.prefetch_hits) - std::int64_t(r.prefetched_experts))), 0.0);
+            }
             // The copy stream: every call after a pass that queued copies waited for them
             // (ExpertTiers::wait_for_moves), and no other call did.
             add(rows, "tiers", what + ": |calls that waited on copies - passes that queued them before a call|",
@@ -374,6 +406,8 @@ AFF_DEVICE_TEST("tiers") {
     const std::vector<Config> wide = {
         {"every expert", -1, "static"}, {"half", 6, "static"}, {"half", 6, "demand"}, {"half", 6, "heat"},
         {"one slot", 1, "static"},      {"one slot", 1, "demand", true}, {"one slot", 1, "heat"}, {"no slab", 0, "static"},
+        {"one slot, prefetch off", 1, "static", false, 0}, {"no slab, prefetch 2", 0, "static", false, 2},
+        {"no slab, prefetch off", 0, "static", false, 0},
     };
     try {
         for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
@@ -390,7 +424,8 @@ AFF_DEVICE_TEST("tiers") {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         tiers_on("V4 geometry 2x16", geo,
                  {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
-                  {"no slab", 0, "static"}},
+                  {"no slab", 0, "static"}, {"no slab, prefetch 3", 0, "static", false, 3},
+                  {"half, prefetch off", 16, "static", false, 0}},
                  rows);
         staging_on("V4 geometry 2x16", geo, true, rows);
     } catch (const std::exception& e) {
