@@ -47,6 +47,8 @@ TierStats stats_of(const gpu::GpuTierReport& r) {
     t.gpu_experts = r.on_gpu;
     t.host_experts = r.in_pool;
     t.ssd_experts = r.plan.ssd_experts;
+    t.prefetched = r.prefetched_experts;
+    t.prefetch_hits = r.prefetch_hits;
     return t;
 }
 

@@ -47,6 +47,8 @@ std::unique_ptr<Sequence> open_sequence(const Model& cpu, const std::string& mod
     o.tiers.host_reserve = options.host_pool_reserve_mib << 20;
     o.tiers.strategy = options.placement_strategy;
     o.tiers.heat = options.heat;
+    if (options.expert_prefetch < 0) throw_usage("--expert-prefetch: expected 0 or more experts a layer");
+    o.tiers.prefetch_experts = options.expert_prefetch;
     if (options.draft_placement == "vram") o.draft_placement = gpu::DraftPlacement::vram;
     else if (options.draft_placement == "ram") o.draft_placement = gpu::DraftPlacement::ram;
     else if (options.draft_placement == "auto") o.draft_placement = gpu::DraftPlacement::automatic;

@@ -34,6 +34,9 @@ struct BackendOptions {
     // --draft-placement: where the MTP layer's routed experts live on the GPU path ("auto",
     // "vram", "ram"; libaff/gpu/forward.hpp DraftPlacement). The CPU reference ignores it.
     std::string draft_placement = "auto";
+    // --expert-prefetch: tiered decode's pooled experts a layer copied into VRAM during its
+    // attention (libaff/gpu/forward.hpp GpuTierOptions::prefetch_experts); 0 off.
+    int expert_prefetch = 1;
 };
 
 // Picks and builds the sequence's backend; `cpu` must outlive it. model_path is the checkpoint

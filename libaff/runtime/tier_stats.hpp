@@ -20,6 +20,9 @@ struct TierStats {
     double stall_seconds = 0;        // the GPU waited on the mover's copies before a call
     std::uint64_t stalled_calls = 0;
     std::int64_t gpu_experts = 0, host_experts = 0, ssd_experts = 0;  // where the experts are now
+    // The decode prefetch (--expert-prefetch): pooled experts copied into GPU memory during
+    // attention, and how many of them the router then chose.
+    std::uint64_t prefetched = 0, prefetch_hits = 0;
 };
 
 }  // namespace aff

@@ -141,6 +141,11 @@ void tier_lines(std::string& out, const TierStats& t) {
            "Seconds the GPU waited for the mover's copies before a forward call could start.", number(t.stall_seconds));
     metric(out, "aff_tier_mover_stalled_calls_total", "counter", "Forward calls that waited for the mover's copies.",
            to_string(t.stalled_calls));
+    metric(out, "aff_tier_prefetched_total", "counter",
+           "Pooled experts the decode prefetch copied into GPU memory during attention (--expert-prefetch).",
+           to_string(t.prefetched));
+    metric(out, "aff_tier_prefetch_hit_ratio", "gauge", "Share of the prefetched experts the router then chose.",
+           number(per(double(t.prefetch_hits), double(t.prefetched))));
 }
 
 }  // namespace

@@ -160,6 +160,11 @@ Gpu& add_gpu(CLI::App& app) {
     app.add_option("--expert-profile", g.expert_profile,
                    "expert profile (aff-profile) ordering the tiered experts' initial placement (default: the container's)")
         ->check(CLI::ExistingFile);
+    app.add_option("--expert-prefetch", g.expert_prefetch,
+                   "tiered decode: pooled experts a layer copied into GPU memory while its attention runs, chosen from "
+                   "the layer's predicted routing (0 = off; not with experts on the SSD)")
+        ->check(whole_number_between(0, 64))
+        ->default_str("1");
     app.add_option("--draft-placement", g.draft_placement,
                    "where the MTP draft's routed experts live on the GPU: vram, ram (pinned host memory read over the "
                    "bus), auto (vram unless the trunk's experts are tiered); the CPU path ignores it")
@@ -217,6 +222,7 @@ void set_backend(const Gpu& g, BackendOptions& out) {
     out.placement_strategy = g.placement_strategy;
     out.expert_profile = g.expert_profile;
     out.draft_placement = g.draft_placement;
+    out.expert_prefetch = g.expert_prefetch;
 }
 
 

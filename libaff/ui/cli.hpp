@@ -58,10 +58,11 @@ struct Gpu {
     placement::HeatOptions heat = placement::gpu_mover_heat_options();  // add_placement_knobs
     std::string expert_profile;  // --expert-profile FILE
     std::string draft_placement = "auto";  // --draft-placement auto|vram|ram
+    int expert_prefetch = 1;  // --expert-prefetch N: pooled experts a layer copied during attention
 };
 // Adds --gpus N, --gpu-mib MIB and the expert tiers' options (--gpu-expert-mib,
 // --gpu-headroom-mib, --host-pool-mib, --host-pool-reserve-mib, --placement-strategy,
-// --expert-profile, --draft-placement and the knobs of add_placement_knobs); returns the
+// --expert-profile, --expert-prefetch, --draft-placement and the knobs of add_placement_knobs); returns the
 // struct they fill.
 Gpu& add_gpu(CLI::App& app);
 

@@ -213,6 +213,8 @@ TEST_CASE("metrics carry the expert tiers' counters when the experts are tiered"
     t.gpu_experts = 12;
     t.host_experts = 20;
     t.ssd_experts = 0;
+    t.prefetched = 80;
+    t.prefetch_hits = 60;
     const std::string text = m.render(0, false, true, std::nullopt, t);
     const std::size_t at = text.find("# HELP aff_tier_tokens_total");
     REQUIRE(at != std::string::npos);
@@ -258,7 +260,13 @@ TEST_CASE("metrics carry the expert tiers' counters when the experts are tiered"
         "aff_tier_mover_stall_seconds_total 0.25\n"
         "# HELP aff_tier_mover_stalled_calls_total Forward calls that waited for the mover's copies.\n"
         "# TYPE aff_tier_mover_stalled_calls_total counter\n"
-        "aff_tier_mover_stalled_calls_total 3\n";
+        "aff_tier_mover_stalled_calls_total 3\n"
+        "# HELP aff_tier_prefetched_total Pooled experts the decode prefetch copied into GPU memory during attention (--expert-prefetch).\n"
+        "# TYPE aff_tier_prefetched_total counter\n"
+        "aff_tier_prefetched_total 80\n"
+        "# HELP aff_tier_prefetch_hit_ratio Share of the prefetched experts the router then chose.\n"
+        "# TYPE aff_tier_prefetch_hit_ratio gauge\n"
+        "aff_tier_prefetch_hit_ratio 0.75\n";
     CHECK(text.substr(at) == expected);
     // No reads or tokens yet: the ratios are 0, not NaN.
     const std::string empty = m.render(0, false, true, std::nullopt, aff::TierStats{});
