@@ -21,6 +21,11 @@
 //   static+profile  the calibration profile's busiest experts in the slab, nothing moves;
 //   heat+profile    the same start, then the default heat mover;
 //   eager-heat+profile  the same start, then the eager one.
+// Any of them with ":pfN" appended runs with the decode prefetch at N experts a layer
+// (GpuTierOptions::prefetch_experts, --expert-prefetch; without the suffix the default, 1);
+// ":pf0" is the prefetch off. The prefetch's own figures (experts a token copied during
+// attention, the share the router chose) are printed per scenario; the floor stays the
+// routing's own bytes (a wrong prefetch's bytes are a cost the ratio shows).
 // TIERS_SSD_CARD (default 24; empty: none) adds the SSD scenario on that card: the host pool
 // capped (GpuTierOptions::host_pool, what --host-pool-mib sets) at TIERS_SSD_POOL_SHARE
 // (default 0.5) of the experts the slab does not hold, the rest left on the SSD, placement
@@ -105,6 +110,7 @@ private:
 struct Figures {
     double ms_token = 0, floor_ms_token = 0, gpu_hit = 0, pool_hit = 0, ssd_hit = 0, moves_token = 0, stall_ms_token = 0;
     double hbm_mb_token = 0, pool_mb_token = 0, ssd_mb_token = 0;
+    double prefetched_token = 0, prefetch_used = 0;  // the decode prefetch: experts a token, % routed to
 };
 
 // Counts the router's selections per (layer, expert), layer-major: the calibration profile.
@@ -241,12 +247,18 @@ int main(int argc, char** argv) {
                 f.hbm_mb_token = hbm_bytes / tok / 1e6;
                 f.pool_mb_token = pool_bytes / tok / 1e6;
                 f.ssd_mb_token = ssd_bytes / tok / 1e6;
+                if (after.tiered) {
+                    f.prefetched_token = double(after.prefetched_experts - before.prefetched_experts) / tok;
+                    const double copied = double(after.prefetched_experts - before.prefetched_experts);
+                    f.prefetch_used = copied > 0 ? 100 * double(after.prefetch_hits - before.prefetch_hits) / copied : 0;
+                }
                 std::printf("[%s] batch %d: %.3f ms a token (median call %.3f ms over %d after %d warm-up), floor %.3f ms "
                             "(HBM %.1f MB, pool %.1f MB, SSD %.1f MB a token), ratio %.2f; hits: GPU %.1f %%, host pool %.1f %%, "
-                            "SSD %.1f %%; %.2f moves a token, mover stalls %.3f ms a token\n",
+                            "SSD %.1f %%; %.2f moves a token, mover stalls %.3f ms a token; prefetch %.2f experts a token, "
+                            "%.1f %% of them routed to\n",
                             label.c_str(), B, f.ms_token, median(ms), steps, warm, f.floor_ms_token, f.hbm_mb_token,
                             f.pool_mb_token, f.ssd_mb_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit,
-                            f.moves_token, f.stall_ms_token);
+                            f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
                 all.push_back(f);
                 names.push_back(label + ", batch " + std::to_string(B));
             }
@@ -290,8 +302,13 @@ int main(int argc, char** argv) {
                                                                                             : "heat,static+profile,heat+profile");
         const std::string ssd_card = std::getenv("TIERS_SSD_CARD") ? std::getenv("TIERS_SSD_CARD") : "24";
         const double ssd_pool_share = std::getenv("TIERS_SSD_POOL_SHARE") ? std::atof(std::getenv("TIERS_SSD_POOL_SHARE")) : 0.5;
-        auto tier_options = [&](const std::string& variant) {
+        auto tier_options = [&](std::string variant) {
             GpuOptions t = o;
+            // A ":pfN" suffix sets the decode prefetch (--expert-prefetch N; default 1).
+            if (const std::size_t at = variant.rfind(":pf"); at != std::string::npos) {
+                t.tiers.prefetch_experts = std::atoi(variant.c_str() + at + 3);
+                variant.resize(at);
+            }
             const bool eager = variant.rfind("eager-", 0) == 0;
             if (eager) t.tiers.heat = aff::placement::HeatOptions{};
             if (variant == "heat" || variant == "eager-heat") return t;
@@ -345,15 +362,15 @@ int main(int argc, char** argv) {
                 measure(*bench::build_tier_model(m, t, label), label);
             }
         }
-        std::printf("\n%-34s %9s %9s %7s %8s %8s %8s %8s %9s\n", "scenario", "ms/token", "floor ms", "ratio", "GPU hit",
-                    "pool hit", "SSD hit", "moves/t", "stall ms");
+        std::printf("\n%-34s %9s %9s %7s %8s %8s %8s %8s %9s %7s %7s\n", "scenario", "ms/token", "floor ms", "ratio", "GPU hit",
+                    "pool hit", "SSD hit", "moves/t", "stall ms", "pf/t", "pf used");
         double worst = 0;
         for (std::size_t i = 0; i < all.size(); ++i) {
             const Figures& f = all[i];
             worst = std::max(worst, f.ms_token / f.floor_ms_token);
-            std::printf("%-34s %9.3f %9.3f %7.2f %7.1f%% %7.1f%% %7.1f%% %8.2f %9.3f\n", names[i].c_str(), f.ms_token,
-                        f.floor_ms_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit, f.moves_token,
-                        f.stall_ms_token);
+            std::printf("%-34s %9.3f %9.3f %7.2f %7.1f%% %7.1f%% %7.1f%% %8.2f %9.3f %7.2f %6.1f%%\n", names[i].c_str(),
+                        f.ms_token, f.floor_ms_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit,
+                        f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
         }
         std::printf("figure: worst ratio to the floor %.2f (goal <= 1.2); ceilings HBM %.3f TB/s, mapped read %.2f GB/s, O_DIRECT %.2f GB/s\n",
                     worst, hbm / 1e12, pcie / 1e9, ssd_rate / 1e9);

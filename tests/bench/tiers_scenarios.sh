@@ -20,6 +20,9 @@
 # 3 of 6 carry the router-bias skew; the hash layers' skew comes from the Zipf token stream.
 # Then the Belady gap: aff-run records a route trace of a tiered run at the 24 GiB card's slab
 # and aff-trace replay --policy all replays it (~20 s more).
+# CARDS (default "24 32 64") picks the cards; TIERS_VARIANTS may carry ":pfN" suffixes (the
+# decode prefetch at N experts a layer, tiers_bench.cpp), e.g. the prefetch's own comparison:
+#   CARDS="24 32" TIERS_SSD_CARD= TIERS_VARIANTS=static+profile:pf0,static+profile,static+profile:pf2,heat+profile:pf0,heat+profile
 # usage: tests/bench/tiers_scenarios.sh BIN OUT   (BIN: portable build tree with tests/tiers_bench,
 #        tests/make_geometry_container, tools/aff-run)
 set -uo pipefail
@@ -45,7 +48,9 @@ if ! timeout 90 "$bin/tests/make_geometry_container" "$geo" --layers "$layers" -
   exit 1
 fi
 note "container: $(tail -1 "$out/make.txt") [$((SECONDS - start)) s]"
-if timeout 400 "$bin/tests/tiers_bench" "$geo" "$steps" "$warm" 24 32 64 >"$out/tiers_bench.txt" 2>&1; then
+cards=${CARDS:-24 32 64}
+# shellcheck disable=SC2086 # the cards are words
+if timeout 400 "$bin/tests/tiers_bench" "$geo" "$steps" "$warm" $cards >"$out/tiers_bench.txt" 2>&1; then
   note "PASS tiers_bench ran [$((SECONDS - start)) s]"
 else
   note "FAIL tiers_bench (status $?): $(tail -2 "$out/tiers_bench.txt")"
@@ -56,9 +61,10 @@ sed -n '/^scenario/,/^figure/p' "$out/tiers_bench.txt" | tee -a "$summary"
 # Every scenario printed its two batches with a finite ratio.
 variants=$(echo "${TIERS_VARIANTS:-heat,static+profile,heat+profile}" | tr ',' '\n' | grep -c .)
 ssd_rows=$([ -n "${TIERS_SSD_CARD-24}" ] && echo 1 || echo 0)
-want=$((2 * (1 + 3 * variants + ssd_rows)))
+ncards=$(echo "$cards" | wc -w)
+want=$((2 * (1 + ncards * variants + ssd_rows)))
 rows=$(grep -cE '^\[[^]]*\] batch [14]: .* ratio [0-9.]+;' "$out/tiers_bench.txt")
-if [ "$rows" -eq "$want" ]; then note "PASS $want scenario rows (resident, 24, 32, 64 GiB x $variants variants, SSD $ssd_rows, x batch 1, 4)"
+if [ "$rows" -eq "$want" ]; then note "PASS $want scenario rows (resident, $cards GiB x $variants variants, SSD $ssd_rows, x batch 1, 4)"
 else note "FAIL $rows of $want scenario rows"; rc=1; fi
 grep -E '^O_DIRECT' "$out/tiers_bench.txt" >>"$summary"
 # The Belady gap on this routing: aff-run on the 24 GiB card's slab (--gpu-expert-mib as the
