@@ -23,7 +23,8 @@
 //   eager-heat+profile  the same start, then the eager one.
 // Any of them with ":pfN" appended runs with the decode prefetch at N experts a layer
 // (GpuTierOptions::prefetch_experts, --expert-prefetch; without the suffix the default, 1);
-// ":pf0" is the prefetch off. The prefetch's own figures (experts a token copied during
+// ":pf0" is the prefetch off. TIERS_PROFILE set: each scenario's batch 1 also prints
+// GpuModel::profile_decode's op-class breakdown of one step (launches one by one). The prefetch's own figures (experts a token copied during
 // attention, the share the router chose) are printed per scenario; the floor stays the
 // routing's own bytes (a wrong prefetch's bytes are a cost the ratio shows).
 // TIERS_SSD_CARD (default 24; empty: none) adds the SSD scenario on that card: the host pool
@@ -261,6 +262,13 @@ int main(int argc, char** argv) {
                             f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
                 all.push_back(f);
                 names.push_back(label + ", batch " + std::to_string(B));
+                if (B == 1 && std::getenv("TIERS_PROFILE")) {  // where the step's time goes (launches one by one)
+                    for (auto& t : next) t = tokens.next();
+                    const GpuStepProfile p = g.profile_decode(std::span<GpuDecodeState* const>(ptrs.data(), 1), next);
+                    std::printf("[%s] batch 1 breakdown (non-graph, timed per class: %.3f ms):", label.c_str(), p.total_ms);
+                    for (const auto& [what, ms] : p.classes) std::printf(" %s %.3f;", what.c_str(), ms);
+                    std::printf("\n");
+                }
             }
             if (g.tiers().tiered) std::printf("[%s] %s\n", label.c_str(), g.tiers().summary().c_str());
         };
