@@ -19,7 +19,9 @@
 #include "libaff/model/forward.hpp"
 #include "kernels/compressor.hpp"
 #include "kernels/dense_gemv.hpp"
+#include "kernels/expert_stage.hpp"
 #include "kernels/hc.hpp"
+#include "kernels/router_topk.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -376,9 +378,16 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // main layer l's attention site, on the tiers' prefetch stream, that layer's routing
     // predicted from the streams entering it and the best predicted pooled experts copied into
     // the stage slots; moe() waits for it before the routed experts and reads the per-call table
-    // (prefetch_table). Returns whether it queued anything (false: not this call or layer).
-    bool prefetch_predicted(int l, int n);
+    // (prefetch_table, null where nothing was queued: not this call or layer).
+    void prefetch_predicted(int l, int n);
     const std::uint8_t* const* prefetch_table = nullptr;  // set for the layer running, else null
+    // What both stagings of bus-read experts pass expert_stage (the prefill GEMMs' and the
+    // decode prefetch's): `table` and the per-call one, the bus ranges (the pool's, the SSD
+    // staging slots'), the activations' slots and an extent's bytes; counts, min_jobs,
+    // slot_count and counters are the caller's. Tiered models only.
+    ExpertStageArgs stage_args(const std::uint8_t* const* table) const;
+    // The router's configuration (moe() and the prefetch's prediction).
+    RouterConfig router_config() const;
     // The route ring's rows for main layer r's routing in a call of n tokens (none for the MTP
     // layer or a layer outside `layers`: mtp_forward drains the MTP layer's routing into
     // mtp_routes itself); the router writes them (forward_routes.cpp).

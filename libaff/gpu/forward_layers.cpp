@@ -79,7 +79,7 @@ bool GpuModel::Impl::run_layer(int l, std::span<const Seq> seqs, int n, bool pen
     site(r.hc_attn_fn, r.hc_attn_base, r.hc_attn_scale, r.attn_norm);
     // Tiered decode: the layer's predicted pooled experts cross the bus while attention runs
     // (forward_prefetch.cpp); the MoE below waits for them.
-    const bool prefetching = prefetch_predicted(l, n);
+    prefetch_predicted(l, n);
     if (attention_on_gpu) {
         attention_gpu(l, seqs, n);
     } else {  // attention on the CPU (see forward.hpp): one sequence, its start on the host
@@ -95,7 +95,7 @@ bool GpuModel::Impl::run_layer(int l, std::span<const Seq> seqs, int n, bool pen
     // mHC around the MoE.
     site(r.hc_ffn_fn, r.hc_ffn_base, r.hc_ffn_scale, r.ffn_norm);
     moe(r, n);
-    if (prefetching) prefetch_table = nullptr;  // joined in moe()
+    prefetch_table = nullptr;  // joined in moe()
     if (!fused) mark("mHC and norms");
     expand();
     return pending;

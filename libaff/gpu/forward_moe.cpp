@@ -98,13 +98,37 @@ void GpuModel::Impl::routed_codebook_gemm(const LayerRefs& r, int n) {
 // points at them; the bus ranges are the host pool's and the SSD staging slots' device views.
 // Off, the pick still runs with no slot (the counters: what staging would have saved) and the
 // GEMMs read the layer's own table.
-const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t* const* table, int n) {
-    if (!tiers || !stage_table) return table;
+ExpertStageArgs GpuModel::Impl::stage_args(const std::uint8_t* const* table) const {
     ExpertStageArgs a;
     a.table = table;
     a.experts = c.n_routed_experts;
-    a.counts = moe_group_counts(moe_groups);
     a.tile_jobs = kMoeGemmTileM;
+    auto range = [&](int i, const void* base, std::size_t bytes) {
+        a.far_lo[i] = static_cast<const std::uint8_t*>(base);
+        a.far_hi[i] = a.far_lo[i] + (base ? bytes : 0);
+    };
+    range(0, tiers->pool.device_data(), tiers->pool.size());
+    if (tiers->ssd) range(1, tiers->ssd->staging.device_data(), tiers->ssd->staging.size());
+    a.slots = stage_slot_base;
+    a.slot_stride = extent_stride;
+    a.bytes = (extent.bytes + 15) / 16 * 16;
+    a.stage_table = stage_table;
+    a.slot_source = stage_sources;
+    return a;
+}
+
+RouterConfig GpuModel::Impl::router_config() const {
+    RouterConfig rc;
+    rc.experts = c.n_routed_experts;
+    rc.top_k = c.experts_per_token;
+    rc.route_scale = static_cast<float>(c.routed_scaling_factor);
+    return rc;
+}
+
+const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t* const* table, int n) {
+    if (!tiers || !stage_table) return table;
+    ExpertStageArgs a = stage_args(table);
+    a.counts = moe_group_counts(moe_groups);
     // automatic (RESULTS.md, session 10 round B): from kStageEveryFrom tokens every bus-read
     // expert (at 512 tokens that was 7-12 % faster than staging only the multi-tile ones);
     // below, only the experts the GEMM would read twice or more (a one-tile expert's copy reads
@@ -112,19 +136,8 @@ const std::uint8_t* const* GpuModel::Impl::stage_bus_experts(const std::uint8_t*
     // the rule it had (min 1: its counters with no slot say what on would stage).
     const bool every = options.prefill_staging != PrefillStaging::automatic || n >= kStageEveryFrom;
     a.min_jobs = every ? 1 : kMoeGemmTileM + 1;
-    auto range = [&](int i, const void* base, std::size_t bytes) {
-        a.far_lo[i] = static_cast<const std::uint8_t*>(base);
-        a.far_hi[i] = a.far_lo[i] + (base ? bytes : 0);
-    };
-    range(0, tiers->pool.device_data(), tiers->pool.size());
-    if (tiers->ssd) range(1, tiers->ssd->staging.device_data(), tiers->ssd->staging.size());
     const bool copy = options.prefill_staging != PrefillStaging::off;
-    a.slots = stage_slot_base;
-    a.slot_stride = extent_stride;
     a.slot_count = copy ? std::min(stage_slot_count, fwd::stage_slots(n, activation_shape())) : 0;
-    a.bytes = (extent.bytes + 15) / 16 * 16;
-    a.stage_table = stage_table;
-    a.slot_source = stage_sources;
     a.counters = static_cast<std::uint32_t*>(tiers->stage_counters.data());
     expert_stage(a, stream.handle());
     tiers->stage_dirty = true;
@@ -150,11 +163,7 @@ void GpuModel::Impl::moe(const LayerRefs& r, int n) {
     }
     mark("router");
     apply(r.gate, a, D, n, logits_router, c.n_routed_experts);
-    RouterConfig rc;
-    rc.experts = c.n_routed_experts;
-    rc.top_k = k;
-    rc.route_scale = static_cast<float>(c.routed_scaling_factor);
-    router_topk(logits_router, n, rc, r.hash ? nullptr : at<float>(r.bias),
+    router_topk(logits_router, n, router_config(), r.hash ? nullptr : at<float>(r.bias),
                 r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, route_ids, route_w, s, ring_slot(r, n));
     if (tiers && tiers->ssd) stage_ssd(int(&r - layers.data()), n);  // its SSD experts into staging slots
     if (prefetch_table) {  // the prefetch's copies and table are done; count its experts the router chose

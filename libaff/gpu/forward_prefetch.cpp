@@ -21,7 +21,6 @@
 // join are the graph's edges (events recorded and waited on during capture).
 #include "libaff/gpu/forward_impl.hpp"
 #include "kernels/expert_stage.hpp"
-#include "kernels/moe_gemm.hpp"
 #include "kernels/router_topk.hpp"
 
 #include <algorithm>
@@ -30,14 +29,14 @@ namespace aff::gpu {
 
 using namespace fwd;
 
-bool GpuModel::Impl::prefetch_predicted(int l, int n) {
+void GpuModel::Impl::prefetch_predicted(int l, int n) {
     prefetch_table = nullptr;
-    if (!tiers || options.tiers.prefetch_experts <= 0 || tiers->ssd || tiers->pool.size() == 0) return false;
+    if (!tiers || options.tiers.prefetch_experts <= 0 || tiers->ssd || tiers->pool.size() == 0) return;
     if (l >= c.num_layers || n > kDecodeTokens || !attention_on_gpu || !experts_codebook || use_gemm(n) ||
         options.forward.no_routed_experts || stage_slot_count < 1 || !pred_a)
-        return false;
+        return;
     const HcConfig hcc = hc_config();
-    if (!hc_site_takes(n, hcc)) return false;
+    if (!hc_site_takes(n, hcc)) return;
     ExpertTiers& t = *tiers;
     const LayerRefs& r = layers[l];
     const int D = c.hidden_size, E = c.n_routed_experts, k = c.experts_per_token;
@@ -47,33 +46,18 @@ bool GpuModel::Impl::prefetch_predicted(int l, int n) {
     const HcWeights w{at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)};
     hc_site(x, nullptr, pred_post, pred_comb, n, w, hcc, at<float>(r.ffn_norm), pred_scratch, pred_a, s);
     apply(r.gate, pred_a, D, n, pred_logits, E, 0, -1, s);
-    RouterConfig rc;
-    rc.experts = E;
-    rc.top_k = k;
-    rc.route_scale = static_cast<float>(c.routed_scaling_factor);
-    router_topk(pred_logits, n, rc, r.hash ? nullptr : at<float>(r.bias), r.hash ? at<std::int32_t>(r.tid2eid) : nullptr,
-                tokens_dev, pred_ids, pred_w, s);
+    router_topk(pred_logits, n, router_config(), r.hash ? nullptr : at<float>(r.bias),
+                r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, pred_ids, pred_w, s);
     expert_stage_priorities(pred_ids, n * k, k, E, pred_counts, s);
-    ExpertStageArgs a;
-    a.table = at<const std::uint8_t*>(r.expert_row);
-    a.experts = E;
+    ExpertStageArgs a = stage_args(at<const std::uint8_t*>(r.expert_row));
     a.counts = pred_counts;
     a.min_jobs = 1;
-    a.tile_jobs = kMoeGemmTileM;
-    a.far_lo[0] = static_cast<const std::uint8_t*>(t.pool.device_data());
-    a.far_hi[0] = a.far_lo[0] + t.pool.size();
-    a.slots = stage_slot_base;
-    a.slot_stride = extent_stride;
     a.slot_count = std::min(options.tiers.prefetch_experts, stage_slot_count);
-    a.bytes = (extent.bytes + 15) / 16 * 16;
-    a.stage_table = stage_table;
-    a.slot_source = stage_sources;
     a.counters = static_cast<std::uint32_t*>(t.prefetch_counters.data());
     expert_stage(a, s);
     t.prefetch_join.record(t.prefetch_stream);
     t.prefetch_armed = true;
     prefetch_table = stage_table;
-    return true;
 }
 
 }  // namespace aff::gpu

@@ -248,16 +248,12 @@ GpuTierReport GpuModel::tiers() const {
         else if (t.ssd) ++r.on_ssd;  // a staging slot or null
     }
     static_assert(sizeof t.stage_read / sizeof t.stage_read[0] == kExpertStageCounters);
-    if (t.stage_dirty) {
-        ExpertTiers& w = *m.tiers;  // the host copy of the device counters (a cache: the model is unchanged)
-        m.stream.copy(w.stage_read, t.stage_counters.data(), sizeof w.stage_read);
+    if (t.stage_dirty || t.prefetch_armed) {  // one wait for both copies
+        ExpertTiers& w = *m.tiers;  // the host copies of the device counters (a cache: the model is unchanged)
+        if (t.stage_dirty) m.stream.copy(w.stage_read, t.stage_counters.data(), sizeof w.stage_read);
+        if (t.prefetch_armed) m.stream.copy(w.prefetch_read, t.prefetch_counters.data(), sizeof w.prefetch_read);
         m.stream.synchronize();
         w.stage_dirty = false;
-    }
-    if (t.prefetch_armed) {
-        ExpertTiers& w = *m.tiers;
-        m.stream.copy(w.prefetch_read, t.prefetch_counters.data(), sizeof w.prefetch_read);
-        m.stream.synchronize();
     }
     r.prefetched_experts = t.prefetch_read[kStagedExperts];
     r.prefetch_left = t.prefetch_read[kInPlaceExperts];
