@@ -2,11 +2,14 @@
 // one block, a thread an expert; an expert's slot is its rank among the candidates by job count
 // (more jobs first, then the lower id), so the busiest get the slots whatever the launch order,
 // and the slot an expert lands in never changes a value (the bytes are the same). The copy: a
-// grid of (chunks of an extent, slots); each thread keeps four independent 16-byte loads in
-// flight, as the streaming read that measures the bus ceiling does (kernels/stream_read.hip).
+// grid of (shares of an extent, slots); each thread keeps four independent 16-byte loads in
+// flight, as the streaming read that measures the bus ceiling does (kernels/stream_read.hip),
+// so a block has 16 KiB in flight and the number of blocks sets the bytes queued on the bus.
 // The decode prefetch's priorities (sums of rank weights in shared memory: integers, so the
 // order of the atomics does not matter) and its hit count (an expert counted at its first job).
 #include "kernels/expert_stage.hpp"
+
+#include <algorithm>
 
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
@@ -16,7 +19,7 @@ namespace {
 
 constexpr int kPickThreads = 1024;
 constexpr int kCopyThreads = 256;
-constexpr std::size_t kChunk = 64u << 10;  // bytes a copy block moves
+constexpr std::size_t kChunk = 64u << 10;  // bytes a copy block moves with copy_blocks 0
 
 __device__ inline bool is_far(const uint8_t* p, const ExpertStageArgs& a) {
     if (!p) return false;  // an SSD expert no call routed to since it was dropped: nothing to read
@@ -67,10 +70,11 @@ __global__ void __launch_bounds__(kPickThreads) expert_stage_pick_kernel(ExpertS
 
 __global__ void __launch_bounds__(kCopyThreads)
     expert_stage_copy_kernel(const uint8_t* const* __restrict__ sources, uint8_t* __restrict__ slots, size_t stride,
-                             size_t n16) {
+                             size_t n16, size_t per) {
     const uint8_t* src = sources[dev::block_y()];
     if (!src) return;
-    const size_t per = kChunk / 16, first = static_cast<size_t>(dev::block_x()) * per;
+    // A block's share: n16 over the blocks of a slot (the host passes them as `per`).
+    const size_t first = static_cast<size_t>(dev::block_x()) * per;
     const size_t end = first + per < n16 ? first + per : n16;
     const uint4* from = reinterpret_cast<const uint4*>(src);
     uint4* to = reinterpret_cast<uint4*>(slots + static_cast<size_t>(dev::block_y()) * stride);
@@ -148,13 +152,17 @@ void expert_stage(const ExpertStageArgs& a, void* stream) {
                              reinterpret_cast<std::uintptr_t>(a.slots) % 16 != 0))
         throw_argument("expert_stage", "bytes must be a positive multiple of 16 within 16-byte aligned slots");
     if (a.slot_count > 65535) throw_argument("expert_stage", "at most 65535 slots");
+    if (a.copy_blocks < 0) throw_argument("expert_stage", "copy_blocks must be 0 or positive");
     const hipStream_t s = static_cast<hipStream_t>(stream);
     expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, s>>>(a);
     AFF_GPU_CHECK(hipGetLastError());
     if (a.slot_count == 0) return;
+    const std::size_t n16 = a.bytes / 16;
     const unsigned chunks = static_cast<unsigned>((a.bytes + kChunk - 1) / kChunk);
-    expert_stage_copy_kernel<<<dim3(chunks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0, s>>>(
-        a.slot_source, a.slots, a.slot_stride, a.bytes / 16);
+    const unsigned blocks = a.copy_blocks > 0 ? std::min(chunks, static_cast<unsigned>(a.copy_blocks)) : chunks;
+    const std::size_t per = (n16 + blocks - 1) / blocks;
+    expert_stage_copy_kernel<<<dim3(blocks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0, s>>>(
+        a.slot_source, a.slots, a.slot_stride, n16, per);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

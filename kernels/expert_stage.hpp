@@ -40,6 +40,11 @@ struct ExpertStageArgs {
     std::size_t slot_stride = 0;
     int slot_count = 0;                          // 0: counts only, nothing copied
     std::size_t bytes = 0;                       // copied an expert: a multiple of 16, at most slot_stride, readable at the source
+    // Blocks that copy one slot: 0, one a 64 KiB chunk (all the bus can take, for the prefill
+    // where nothing else runs); else that many, each a contiguous share (the decode prefetch:
+    // few enough bytes in flight that the attention kernels beside it keep their SMs' memory
+    // queues; GpuTierOptions::prefetch_copy_blocks). The bytes copied are the same either way.
+    int copy_blocks = 0;
     const std::uint8_t** stage_table = nullptr;  // out [experts]: the table the GEMMs read (device)
     const std::uint8_t** slot_source = nullptr;  // scratch [max(1, slot_count)] (device)
     std::uint32_t* counters = nullptr;           // [kExpertStageCounters] (device), added to; null: none
@@ -47,7 +52,8 @@ struct ExpertStageArgs {
 
 // Two launches on `stream`: one block picks the experts, fills stage_table and slot_source and
 // adds to the counters; then a grid copies each picked expert's `bytes` into its slot (16-byte
-// loads; blocks of slots left empty return at once).
+// loads; copy_blocks blocks a slot, or one a 64 KiB chunk; blocks of slots left empty return at
+// once).
 void expert_stage(const ExpertStageArgs& a, void* stream);
 
 // Decode steps (issue 17's prefetch, GpuModel::Impl::prefetch_predicted): the same pick and

@@ -131,6 +131,12 @@ struct GpuTierOptions {
     // bus idles during attention at batch 1; an expert predicted right is then read from HBM.
     // Same bytes, same kernels: the logits do not change. 0: off. Not with experts on the SSD.
     int prefetch_experts = 1;
+    // Blocks a prefetched expert's copy runs on (ExpertStageArgs::copy_blocks), each with
+    // 16 KiB of mapped reads in flight. A full grid (0) queues megabytes on the bus and the
+    // attention kernels beside it slow by as much as the copy saves; 4 or 8 blocks cannot keep
+    // the bus busy (the MoE waits for the copy); 16 (256 KiB in flight) was the fastest at
+    // V4 geometry, 24 and 32 no faster (tests/bench/RESULTS.md, session 16).
+    int prefetch_copy_blocks = 16;
 };
 
 // Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed

@@ -43,9 +43,13 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
     t.prefetch_fork.record(stream);
     t.prefetch_stream.wait(t.prefetch_fork);
     void* s = t.prefetch_stream.handle();
-    const HcWeights w{at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)};
-    hc_site(x, nullptr, pred_post, pred_comb, n, w, hcc, at<float>(r.ffn_norm), pred_scratch, pred_a, s);
-    apply(r.gate, pred_a, D, n, pred_logits, E, 0, -1, s);
+    if (!r.hash) {  // a hash layer's ids come from the token alone: no collapse, no gate
+        const HcWeights w{at<float>(r.hc_ffn_fn), at<float>(r.hc_ffn_base), at<float>(r.hc_ffn_scale)};
+        hc_site(x, nullptr, pred_post, pred_comb, n, w, hcc, at<float>(r.ffn_norm), pred_scratch, pred_a, s);
+        apply(r.gate, pred_a, D, n, pred_logits, E, 0, -1, s);
+    }
+    // On a hash layer router_topk reads stale pred_logits for the weights (pred_w), which
+    // nothing reads: only the ids feed the priorities.
     router_topk(pred_logits, n, router_config(), r.hash ? nullptr : at<float>(r.bias),
                 r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, pred_ids, pred_w, s);
     expert_stage_priorities(pred_ids, n * k, k, E, pred_counts, s);
@@ -53,6 +57,7 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
     a.counts = pred_counts;
     a.min_jobs = 1;
     a.slot_count = std::min(options.tiers.prefetch_experts, stage_slot_count);
+    a.copy_blocks = options.tiers.prefetch_copy_blocks;
     a.counters = static_cast<std::uint32_t*>(t.prefetch_counters.data());
     expert_stage(a, s);
     t.prefetch_join.record(t.prefetch_stream);

@@ -311,9 +311,10 @@ std::string GpuTierReport::summary() const {
     if (prefetched_experts > 0) {
         std::snprintf(line, sizeof line,
                       "; decode prefetch: %.2f pooled experts a token copied into HBM during attention, %.1f %% of them "
-                      "routed to, %.2f predicted ones a token left on the bus",
+                      "routed to, %.2f predicted ones a token left on the bus; %.1f %% of expert reads from HBM (the slab "
+                      "or prefetched)",
                       double(prefetched_experts) * per_token, pct(prefetch_hits, prefetched_experts),
-                      double(prefetch_left) * per_token);
+                      double(prefetch_left) * per_token, pct(k.gpu_hits + prefetch_hits, k.accesses));
         s += line;
     }
     if (plan.ssd_experts > 0) {

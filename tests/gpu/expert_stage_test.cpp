@@ -22,7 +22,8 @@
 // than candidates, the far range's bounds ([lo, hi): the expert at lo far, the one at hi not),
 // an empty SSD range, and no bus-read expert at all. Random cases (against the twin): extents of
 // several 64 KiB copy blocks and a partial one, ties in the counts, 1024 experts (the limit),
-// one expert, null counters. Refusals: the launcher's argument checks (unsupported errors).
+// one expert, null counters; the throttled copy (copy_blocks 1, 3, 8 and more than the 64 KiB
+// chunks) over that extent. Refusals: the launcher's argument checks (unsupported errors).
 // Then the decode prefetch's priorities and hits kernels (prefetch_kernels says how).
 #include "device_test.hpp"
 
@@ -63,6 +64,7 @@ struct Case {
     int pool_to = -1;          // -1: to its end
     bool ssd_range = true;     // false: range 1 empty (lo = hi = null), as without SSD experts
     bool counters = true;      // false: null counters
+    int copy_blocks = 0;       // ExpertStageArgs::copy_blocks (0: one a 64 KiB chunk)
     std::optional<std::vector<int>> want;  // worked out by hand: the staged experts in slot order
     std::optional<Counters> want_counters;  // ... and the counters one launch adds
 };
@@ -180,6 +182,7 @@ void run_case(const Case& k, std::vector<Row>& rows) {
     a.slot_stride = stride;
     a.slot_count = k.slots;
     a.bytes = k.bytes;
+    a.copy_blocks = k.copy_blocks;
     a.stage_table = stage_table.as<const std::uint8_t*>();
     a.slot_source = slot_source.as<const std::uint8_t*>();
     a.counters = k.counters ? counters.as<std::uint32_t>() : nullptr;
@@ -383,6 +386,7 @@ void refusals(std::vector<Row>& rows) {
     refused("bytes not a multiple of 16", [](auto& a) { a.bytes = 1000; });
     refused("bytes over the slot stride", [](auto& a) { a.bytes = 2048; });
     refused("65536 slots", [](auto& a) { a.slot_count = 65536; });
+    refused("copy_blocks -1", [](auto& a) { a.copy_blocks = -1; });
     s.synchronize();
 }
 
@@ -498,7 +502,7 @@ AFF_DEVICE_TEST("expert_stage") {
     }
     // 2 full 64 KiB copy blocks and a partial one of 777 16-byte words (both copy loops).
     const std::size_t multi = 2 * 65536 + 777 * 16;
-    const std::vector<Case> random = {
+    std::vector<Case> random = {
         random_case("random 64 experts of 143504 bytes, min 1 job, 32 slots", 64, multi, 1, 32),
         random_case("random 64 experts of 143504 bytes, min 65 jobs, 32 slots", 64, multi, kTile + 1, 32),
         random_case("random 64 experts, min 1 job, 5 slots", 64, 4096, 1, 5),
@@ -507,6 +511,15 @@ AFF_DEVICE_TEST("expert_stage") {
         random_case("random 1024 experts (the limit) of 512 bytes, 64 slots", aff::gpu::kExpertStageMaxExperts, 512, 1, 64),
         random_case("random 1024 experts, min 65 jobs, 1024 slots", aff::gpu::kExpertStageMaxExperts, 256, kTile + 1, 1024),
     };
+    // The decode prefetch's throttled copy (copy_blocks): one block for a whole extent, 3 with
+    // uneven shares, 8, and more blocks than the extent has 64 KiB chunks (3).
+    std::vector<Case> throttled;
+    for (int blocks : {1, 3, 8, 50}) {
+        throttled.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks),
+                                        64, multi, 1, 6));
+        throttled.back().copy_blocks = blocks;
+    }
+    random.insert(random.end(), throttled.begin(), throttled.end());
     for (const Case& k : random) {
         try {
             run_case(k, rows);
