@@ -555,7 +555,8 @@ public:
     // expand), what the CPU reference puts in DecodeState::taps; a decode of B sequences
     // gives B rows, sequence i's in row i. The taps read the streams and never write them:
     // the logits are the same bit for bit with taps on or off (tests/gpu/dspark_test.cpp).
-    // Off by default (no copies then); switching drops the captured decode graphs. One GPU
+    // Off by default (no copies then); the decode graphs of each kind are kept (the tap rows'
+    // buffer too, once made, until the model goes), so switching often costs nothing. One GPU
     // only: set_taps(true) throws unsupported for a split model or a model without tap layers.
     void set_taps(bool on);
     bool taps_on() const;

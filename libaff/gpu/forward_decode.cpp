@@ -289,6 +289,7 @@ std::vector<float> GpuModel::decode_call(std::span<GpuDecodeState* const> states
         if (m.options.graphs) {
             std::vector<const void*> key(B);
             for (int i = 0; i < B; ++i) key[i] = m.state_of(*states[i])->data();
+            key.push_back(m.taps_on ? m.taps_dev.data() : nullptr);  // captured with the tap copies or without
             pending = m.graphs.launch(key, m.stream, record);
         } else {
             pending = record();

@@ -37,11 +37,11 @@ void GpuModel::set_taps(bool on) {
     if (on && shards_.size() != 1) throw_unsupported("DSpark taps: the layers are split across GPUs");
     if (on && m.c.dspark.tap_layers.empty()) throw_unsupported("DSpark taps: the model names no tap layers");
     if (m.taps_on == on) return;
-    use_device(m.device);
+    // taps_dev stays allocated when off (graphs captured with the tap copies write into it, and
+    // a drafter that turns its listening off and on again, DraftGate's plain runs, finds them
+    // still valid): the decode graphs' key says whether taps were on (forward_decode.cpp), so
+    // switching recaptures nothing once both kinds exist.
     m.taps_on = on;
-    m.taps_rows = 0;
-    m.taps_dev = Buffer();
-    m.graphs.clear();  // captured with or without the tap copies
     taps_.clear();
 }
 

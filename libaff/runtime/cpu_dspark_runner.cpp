@@ -35,6 +35,7 @@ public:
     ~CpuTrunkDsparkRunner() override { trunk_.set_stream_observer(nullptr); }
     std::int64_t trunk_position() const override { return trunk_.position(); }
     void listen(TapListener* listener) override { listener_ = listener; }
+    void set_listening(bool on) override { listening_ = on; }
     // The stages' routing goes to the trunk's route observer (a trace), as its last call had it.
     void block(std::int32_t anchor) override {
         route_to(trunk_.state().routes);
@@ -43,13 +44,14 @@ public:
 
 private:
     void on_streams(std::int64_t, std::size_t, std::span<const float>) override {}
-    bool wants_taps() const override { return true; }
+    bool wants_taps() const override { return listening_; }
     void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) override {
         if (listener_) listener_->on_taps(start, n, taps);
     }
 
     CpuSequence& trunk_;
     TapListener* listener_ = nullptr;
+    bool listening_ = true;
 };
 
 }  // namespace

@@ -20,6 +20,17 @@ void DraftGate::start(const SamplerParams& sampling) {
     // time between generations is no cycle. The window goes on where it was.
     have_cycle_ = false;
     window_cycles_ = 0;  // the next cycle pays the drafter's catch-up over the new prompt
+    update_listening();  // before the prompt runs: a drafter about to draft hears it
+}
+
+void DraftGate::update_listening() {
+    const std::size_t warmup = inner_->warmup_positions();
+    const bool want = warmup == 0 || drafting_ || probing_ || window_left_ <= warmup;
+    if (want != listening_) {
+        listening_ = want;
+        heard_ = 0;
+        inner_->set_listening(want);
+    }
 }
 
 std::vector<std::int32_t> DraftGate::propose(std::span<const std::int32_t> context) {
@@ -28,6 +39,8 @@ std::vector<std::int32_t> DraftGate::propose(std::span<const std::int32_t> conte
     have_cycle_ = true;
     cycle_start_ = now;
     cycle_tokens_ = 1;
+    update_listening();
+    if (listening_) heard_ = std::min(heard_ + 1, inner_->warmup_positions());  // this cycle's call is heard
     if (!drafting_) return {};
     return inner_->propose(context);
 }
@@ -54,16 +67,20 @@ void DraftGate::close_cycle(double now) {
     };
     double measured = rate(window_tokens_, window_seconds_);
     // A run ends early once its last probe_cycles cycles fall behind the other way's latest
-    // rate (the costs changed: another prompt, another request).
-    if (!probing_ && (run_length_ - window_left_) % probe_cycles == 0) {
+    // rate (the costs changed: another prompt, another request); a plain run whose drafter
+    // has not heard its warm-up yet runs the rest of it first (listening then).
+    if (!probing_ && !cut_ && (run_length_ - window_left_) % probe_cycles == 0) {
         const double recent = rate(recent_tokens_, recent_seconds_);
         recent_seconds_ = 0;
         recent_tokens_ = 0;
         if (window_left_ > 0 && recent < rate_[drafting_ ? 0 : 1]) {
-            window_left_ = 0;
-            measured = recent;
+            const std::size_t warmup = inner_->warmup_positions();
+            window_left_ = drafting_ || heard_ >= warmup ? 0 : std::min(window_left_, warmup - heard_);
+            cut_ = true;
+            cut_rate_ = recent;
         }
     }
+    if (cut_) measured = cut_rate_;
     // A probe of drafts that cannot catch up any more ends now (see the header).
     if (probing_ && drafting_ && window_left_ > 0 && rate_[0] > 0 && warm_seconds_ > 0) {
         const double left = double(window_left_);
@@ -83,6 +100,7 @@ void DraftGate::close_cycle(double now) {
     warm_tokens_ = 0;
     warm_seconds_ = 0;
     fastest_warm_ = 0;
+    cut_ = false;
     choose_next();
 }
 

@@ -16,7 +16,12 @@
 // pays for the switch, once a window, which the cycles after it do not (drafts: the drafter's
 // catch-up over the plain steps or the prompt before it, the MTP layer's ring; plain steps:
 // the first decode step's graph capture after the prompt, which made a launch-bound model's
-// plain steps look slower than its drafts). What it measured carries over from one generation to the next
+// plain steps look slower than its drafts). In a run of plain steps longer than the drafter's
+// warm-up (Drafter::warmup_positions: DSpark's window) the drafter stops listening to the
+// trunk (Drafter::set_listening: DSpark's taps cost the trunk ~0.16 ms a step on the GPU) and
+// listens again for the run's last warm-up's worth of steps, so the probe of drafts after it
+// drafts as if it had listened throughout; a run cut short while not listening first runs
+// that warm-up. What it measured carries over from one generation to the next
 // (a server's requests), the faster way being re-measured in each of its runs. Outputs do not
 // depend on it (drafting never changes greedy
 // output, nor the distribution of sampled output); with sampling, which steps drafted does
@@ -59,10 +64,15 @@ public:
     double plain_rate() const { return rate_[0]; }
     // Whether the cycle now running drafts.
     bool drafting() const { return drafting_; }
+    // Whether the inner drafter is listening to the trunk's calls now (see the header).
+    bool listening() const { return listening_; }
 
 private:
     void close_cycle(double now);
     void choose_next();
+    // Listening on unless this is a run of plain steps with more than the drafter's warm-up
+    // left; counts the cycles heard since it came on.
+    void update_listening();
 
     std::unique_ptr<Drafter> inner_;
     Clock clock_;
@@ -74,6 +84,11 @@ private:
     std::size_t window_left_ = probe_cycles;
     std::size_t run_length_ = run_cycles;
     int last_run_ = -1;  // the way of the last run window (1: drafts), -1: none yet
+    bool listening_ = true;
+    std::size_t heard_ = 0;  // cycles since listening came on (saturating at the warm-up)
+    // A run cut short (it fell behind the other way): its recent rate is what it measured.
+    bool cut_ = false;
+    double cut_rate_ = 0;
     // The current window's sums, and each way's rate from its latest complete window.
     double window_seconds_ = 0, recent_seconds_ = 0;
     std::size_t window_tokens_ = 0, recent_tokens_ = 0;  // recent: the run's last probe_cycles cycles

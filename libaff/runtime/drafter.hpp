@@ -47,6 +47,18 @@ public:
         (void)proposed;
         (void)accepted;
     }
+    // Whether the drafter hears the trunk's forward calls (on from construction). A caller
+    // that knows no proposal comes for a while (DraftGate's long runs of plain steps) turns it
+    // off, so a drafter whose feed costs the trunk time (DSpark's taps: computed on the device
+    // and brought to the host every call) can stop it, and on again at least
+    // warmup_positions() trunk positions before the next propose(): then the proposal is what
+    // it would have been had the drafter listened throughout. Proposals after less warm-up are
+    // weaker, never wrong (the drafter restarts from what it heard). Default: always listens.
+    virtual void set_listening(bool on) { (void)on; }
+    // Trunk positions heard before a proposal that make it the same as with listening
+    // throughout; 0 (the default): the drafter's listening costs nothing, and it is never
+    // turned off.
+    virtual std::size_t warmup_positions() const { return 0; }
 };
 
 }  // namespace aff

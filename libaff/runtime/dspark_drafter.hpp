@@ -78,6 +78,12 @@ public:
     bool draft_on_device() const override { return q_.on_device(); }
     // Also marks the next forward call as the start of a new sequence for the rings.
     void start(const SamplerParams& sampling) override;
+    // Off: the runner stops the trunk's taps (DsparkRunner::set_listening). The rings need the
+    // last window's taps (a ring row depends on its own position's alone), so a window of
+    // positions heard before a proposal gives the rings a continuous build holds: the first
+    // call heard after a stretch off leaves a gap, on which the rings restart (on_taps).
+    void set_listening(bool on) override { runner_->set_listening(on); }
+    std::size_t warmup_positions() const override { return std::size_t(window_); }
 
     // The runner, with the rings (tests compare them with a fresh build's), and the last
     // proposal's confidences c_0 .. (one per guess computed, at least as many as guesses

@@ -36,6 +36,10 @@ public:
     virtual std::int64_t trunk_position() const = 0;
     // Who hears the trunk's taps (null: nobody); the runner stops telling it when destroyed.
     virtual void listen(TapListener* listener) = 0;
+    // Whether the trunk computes its taps at all (on from construction): off, its calls make
+    // none and nobody hears of them (the GPU trunk's tap copies and their trip to the host
+    // stop; the CPU trunk's forward takes no tap rows). Drafter::set_listening says when.
+    virtual void set_listening(bool on) { (void)on; }
     // The rings' next position; restart forgets their past: the next position is `position`.
     virtual std::int64_t position() const = 0;
     virtual void restart(std::int64_t position) = 0;

@@ -16,6 +16,9 @@ public:
     ~TapFeed() override { trunk_.set_tap_listener(nullptr); }
     std::int64_t position() const { return sequence_.position(); }
     void listen(TapListener* listener) { listener_ = listener; }
+    // Off: the trunk computes no taps (GpuModel::set_taps(false)), its decode graphs without
+    // the tap copies (kept beside those with them: switching recaptures nothing).
+    void set_listening(bool on) { trunk_.set_tap_listener(on ? this : nullptr); }
 
 private:
     void on_taps(std::int64_t start, std::size_t n, std::span<const float> taps) override {
@@ -33,6 +36,7 @@ public:
         : HostDsparkStages(model), feed_(sequence, trunk), where_(std::move(where)) {}
     std::int64_t trunk_position() const override { return feed_.position(); }
     void listen(TapListener* listener) override { feed_.listen(listener); }
+    void set_listening(bool on) override { feed_.set_listening(on); }
     std::string stages() const override { return where_; }
 
 private:
@@ -47,6 +51,7 @@ public:
     const ModelConfig& config() const override { return model_.config(); }
     std::int64_t trunk_position() const override { return feed_.position(); }
     void listen(TapListener* listener) override { feed_.listen(listener); }
+    void set_listening(bool on) override { feed_.set_listening(on); }
     std::int64_t position() const override { return state_.position; }
     void restart(std::int64_t position) override { gpu_.dspark_restart(state_, position); }
     void extend(std::span<const float> taps) override { gpu_.dspark_extend(state_, taps); }

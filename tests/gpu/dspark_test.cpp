@@ -112,6 +112,36 @@ void check_taps(const aff::Model& cpu, const aff::Checkpoint& ck, std::vector<Ro
     add(rows, "dspark", "trunk logits with taps on vs off, floats differing", double(moved), 0.0);
     g.set_taps(false);
     add(rows, "dspark", "taps off again: last_taps empty", g.last_taps().empty() ? 0.0 : 1.0, 0.0);
+
+    // Taps switched off and on between decode steps (a DSpark drafter's listening, DraftGate's
+    // plain runs): the steps with taps on give the CPU's taps, every step the logits of the
+    // same step on the state that ran the first calls with taps off, the steps off no taps,
+    // and once each kind of decode graph exists switching captures none (the graphs' key says
+    // whether taps were on).
+    const bool pattern[] = {false, false, true, true, false, true, false, true, false, true};
+    const std::vector<std::int32_t> more = random_tokens(std::size(pattern), c.vocab_size);
+    double worst = 0;
+    long long moved_steps = 0;
+    std::size_t captures_then = 0;
+    for (std::size_t i = 0; i < std::size(pattern); ++i) {
+        const std::span<const std::int32_t> tok = std::span(more).subspan(i, 1);
+        g.set_taps(pattern[i]);
+        const std::vector<float> plain = g.forward(off, tok, true);
+        const std::vector<float> l = g.forward(on, tok, true);
+        moved_steps += differing(l, plain);
+        const std::vector<float> want = cpu_taps(cpu, cs, tok);
+        if (pattern[i]) worst = std::max(worst, nmse(std::vector<float>(g.last_taps().begin(), g.last_taps().end()), want));
+        else moved_steps += g.last_taps().empty() ? 0 : 1;
+        if (i == 2) captures_then = g.graphs_captured();
+    }
+    add(rows, "dspark", "taps switched off and on between steps: worst taps vs the CPU forward's", worst, kTapMaxNmse);
+    add(rows, "dspark", "taps switched off and on: logits vs a state without taps, floats differing (+1 a step off with taps)",
+        double(moved_steps), 0.0);
+    add(rows, "dspark", "taps switched off and on: decode graphs captured once both kinds existed",
+        double(g.graphs_captured() - captures_then), 0.0);
+    add(rows, "dspark", "taps switched off and on: the steps ran as decode graphs (none captured: 1)",
+        captures_then > 0 ? 0.0 : 1.0, 0.0);
+    g.set_taps(false);
 }
 
 const char* where_name(aff::DsparkStages where) {

@@ -165,3 +165,100 @@ TEST_CASE("the draft gate says where its drafter's distributions are", "[runtime
     raw->on_device = true;
     CHECK(gate.draft_on_device());
 }
+
+namespace {
+
+// Guesses three tokens; says it needs `warmup` trunk calls heard before a proposal, and counts
+// the calls it hears (the loop below tells it of each) since listening came back on.
+class ListeningGuesses final : public aff::Drafter {
+public:
+    explicit ListeningGuesses(std::size_t warmup) : warmup_(warmup) {}
+    std::size_t max_tokens() const override { return 3; }
+    std::size_t warmup_positions() const override { return warmup_; }
+    void set_listening(bool on) override {
+        if (on == listening) ++redundant;
+        listening = on;
+        if (on) heard = 0;
+        else ever_off = true;
+    }
+    std::vector<std::int32_t> propose(std::span<const std::int32_t>) override {
+        ++proposals;
+        if (ever_off && heard < warmup_) ++cold_proposals;  // drafted on less than the warm-up
+        return {1, 2, 3};
+    }
+    void trunk_call() {
+        if (listening) ++heard;
+        else ++deaf_calls;
+    }
+    bool listening = true, ever_off = false;
+    std::size_t heard = 0, deaf_calls = 0, proposals = 0, cold_proposals = 0, redundant = 0;
+
+private:
+    std::size_t warmup_;
+};
+
+// As simulate(), telling the drafter of every trunk call; returns the cycles run until the
+// first drafting one (or `cycles`) when `until_draft`.
+std::size_t simulate_listening(aff::DraftGate& gate, ListeningGuesses& d, double& now, const Costs& c, std::size_t cycles,
+                               bool until_draft = false) {
+    const std::vector<std::int32_t> context{0};
+    for (std::size_t i = 0; i < cycles; ++i) {
+        const auto guesses = gate.propose(context);
+        CHECK(gate.listening() == d.listening);
+        if (until_draft && !guesses.empty()) return i;
+        now += guesses.empty() ? c.plain_step : c.draft + c.verify;
+        d.trunk_call();
+        if (!guesses.empty()) gate.verified(guesses.size(), c.accepted);
+    }
+    return cycles;
+}
+
+}  // namespace
+
+TEST_CASE("in long runs of plain steps the gate's drafter stops listening, and hears a warm-up before each probe",
+          "[runtime]") {
+    constexpr std::size_t warmup = 20;
+    double now = 0;
+    auto inner = std::make_unique<ListeningGuesses>(warmup);
+    ListeningGuesses& d = *inner;
+    aff::DraftGate gate(std::move(inner), [&now] { return now; });
+    gate.start({});
+    CHECK(gate.listening());
+    // Drafts lose (3 tokens in 5 s against 1 a second): runs of plain steps 56, 224, 896, ...
+    // cycles long, the drafter deaf in all but their last 20 cycles.
+    const Costs slow{1.0, 1.0, 4.0, 2};
+    simulate_listening(gate, d, now, slow, 6000);
+    CHECK(d.ever_off);
+    CHECK(d.deaf_calls > 4000);         // most of the plain steps
+    CHECK(d.proposals >= 4);            // the probes went on
+    CHECK(d.cold_proposals == 0);       // each after a warm-up heard
+    CHECK(d.redundant == 0);            // told only of changes
+    CHECK(!gate.drafting());
+
+    // Plain steps slow down (3 s a token) while the drafter is deaf: the run is cut short at
+    // its next check, but first the drafter hears its warm-up, then the probe of drafts runs.
+    while (d.listening) simulate_listening(gate, d, now, slow, 1);
+    simulate_listening(gate, d, now, slow, 3);
+    REQUIRE(!d.listening);
+    const std::size_t before = d.proposals;
+    const Costs slower_plain{3.0, 1.0, 4.0, 2};
+    const std::size_t to_probe = simulate_listening(gate, d, now, slower_plain, 200, true);
+    CHECK(to_probe >= warmup);
+    CHECK(to_probe <= warmup + 2 * aff::DraftGate::probe_cycles);
+    CHECK(d.proposals == before + 1);
+    CHECK(d.cold_proposals == 0);
+    CHECK(d.heard >= warmup);
+}
+
+TEST_CASE("a drafter without a warm-up is never told to stop listening", "[runtime]") {
+    double now = 0;
+    auto inner = std::make_unique<ListeningGuesses>(0);
+    ListeningGuesses& d = *inner;
+    aff::DraftGate gate(std::move(inner), [&now] { return now; });
+    gate.start({});
+    // The MTP drafter's case (its listening costs nothing): plain runs as long as above.
+    simulate_listening(gate, d, now, Costs{1.0, 1.0, 4.0, 2}, 3000);
+    CHECK(!d.ever_off);
+    CHECK(d.deaf_calls == 0);
+    CHECK(d.proposals >= 4);
+}

@@ -431,3 +431,44 @@ TEST_CASE("the DSpark rings wait for a proposal, and after a long stretch withou
         for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
     }
 }
+
+TEST_CASE("the DSpark drafter stops hearing taps while not listening, and a window heard before a proposal rebuilds its rings", "[runtime]") {
+    aff::ThreadPool pool(2);
+    auto model = aff::Model::load(checkpoint(false), pool);
+    const int W = model->config().sliding_window;
+    REQUIRE(W > 2);
+    aff::SamplerParams greedy;
+    greedy.temperature = 0;
+    for (int off : {1, W, 3 * W + 2}) {
+        for (int heard : {W, W + 3}) {
+            INFO("steps not listening " << off << ", then heard " << heard << ", window " << W);
+            const std::vector<std::int32_t> tokens = prompt_of(7 + off + heard + 1, 8);
+            // The same positions with listening throughout, for the guesses.
+            aff::CpuSequence seq_on(*model);
+            aff::DsparkDrafter always(*model, seq_on, 3, 0.0f);
+            always.start(greedy);
+            seq_on.forward(std::span(tokens).first(7), false);
+            for (int i = 0; i < off + heard; ++i) seq_on.forward(std::span(tokens).subspan(std::size_t(7 + i), 1), false);
+
+            aff::CpuSequence seq(*model);
+            aff::DsparkDrafter dspark(*model, seq, 3, 0.0f);
+            CHECK(dspark.warmup_positions() == std::size_t(W));
+            dspark.start(greedy);
+            seq.forward(std::span(tokens).first(7), false);
+            dspark.set_listening(false);
+            for (int i = 0; i < off; ++i) seq.forward(std::span(tokens).subspan(std::size_t(7 + i), 1), false);
+            // Nothing heard since: a proposal now has no taps for the positions run, so no guess.
+            CHECK(dspark.propose(std::span(tokens).first(std::size_t(seq.position()) + 1)).empty());
+            dspark.set_listening(true);
+            for (int i = off; i < off + heard; ++i) seq.forward(std::span(tokens).subspan(std::size_t(7 + i), 1), false);
+            const std::int64_t P = seq.position();
+            const auto context = std::span(tokens).first(std::size_t(P) + 1);
+            const std::vector<std::int32_t> guesses = dspark.propose(context);
+            CHECK(!guesses.empty());
+            CHECK(guesses == always.propose(context));
+            REQUIRE(dspark.runner().position() == P);
+            const aff::DsparkState fresh = fresh_dspark_rings(*model, tokens, P);
+            for (std::size_t s = 0; s < 3; ++s) CHECK(dspark.runner().ring(s) == fresh.stages[s].ring);  // bit for bit
+        }
+    }
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# What `--draft auto` costs where DSpark drafting cannot win (issue 18: auto must then keep to
+# plain steps at plain steps' speed), end to end through aff-run, with prebuilt portable
+# binaries laid out as main_device_run.sh takes them (BIN/tests/make_geometry_container,
+# BIN/tools/aff-run; tests/gpu/configure_portable.sh). A 4-layer container of
+# V4-Flash-0731's geometry with its DSpark container beside it (random weights: almost no guess
+# is kept, so drafting loses; make_geometry_container --dspark, about 19 GB in a temporary
+# directory), greedy decode after a 24-token prompt of each of LENGTHS tokens (default
+# "48 400 2000"; --ignore-eos), all resident: --draft off (the peer, same run) and --draft
+# auto. Each row: decode tok/s of both, auto's ratio (the bound: 1.00, plain steps' speed),
+# auto's verify calls. Greedy tokens must equal drafts off's (exit 1 otherwise).
+# usage: tests/bench/dspark_auto_device.sh BIN OUT
+set -uo pipefail
+bin=$(cd "${1:?usage: dspark_auto_device.sh BIN OUT}" && pwd) || exit 2
+out=${2:?usage: dspark_auto_device.sh BIN OUT}
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+work=$(mktemp -d "${TMPDIR:-/tmp}/dspark-auto.XXXXXX") || exit 2
+trap 'rm -rf "$work"' EXIT
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+rc=0
+geo=$work/v4-4x256.aff
+start=$SECONDS
+if ! timeout 300 "$bin/tests/make_geometry_container" "$geo" --layers 4 --dspark -q; then
+  note "FAIL make_geometry_container --layers 4 --dspark"
+  exit 1
+fi
+note "make_geometry_container --layers 4 --dspark: ok in $((SECONDS - start)) s"
+tok_s() { grep -o 'decode [0-9]* tokens [0-9.]* tok/s' "$out/$1.err" | tail -1 | awk '{print $4}'; }
+for n in ${LENGTHS:-48 400 2000}; do
+  for d in off auto; do
+    if ! timeout 240 "$bin/tools/aff-run" -m "$geo" --tokens "$(seq -s, 1 24)" -n "$n" --ignore-eos --temp 0 --no-echo \
+        --ui plain --dump-tokens --draft "$d" >"$out/$n-$d.out" 2>"$out/$n-$d.err"; then
+      note "FAIL $n tokens --draft $d: $(tail -1 "$out/$n-$d.err")"
+      rc=1
+    fi
+  done
+  verdict=ok
+  [ "$(grep '^generated tokens:' "$out/$n-auto.err")" = "$(grep '^generated tokens:' "$out/$n-off.err")" ] ||
+    { verdict="FAIL tokens differ from --draft off"; rc=1; }
+  off=$(tok_s "$n-off") auto=$(tok_s "$n-auto")
+  calls=$(grep -o '[0-9]* verify calls' "$out/$n-auto.err" | tail -1)
+  awk -v n="$n" -v o="${off:-0}" -v a="${auto:-0}" -v c="${calls:-0 verify calls}" -v v="$verdict" \
+    'BEGIN { printf "%s tokens: drafts off %s tok/s (peer), auto %s tok/s = %.2f x off (bound 1.00), %s; %s\n", n, o, a, (o > 0 ? a / o : 0), c, v }' |
+    tee -a "$summary"
+done
+note "dspark_auto_device.sh: $([ $rc = 0 ] && echo passed || echo FAILURES) in $((SECONDS - start)) s"
+exit $rc
