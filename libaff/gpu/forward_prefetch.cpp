@@ -7,7 +7,9 @@
 // reference's DecodeState::predicted_routes; on tiny-trained it names ~80 % of the experts the
 // router then picks, tests/bench/RESULTS.md), the hash layers' ids exact from the token. The
 // best predicted pooled experts are copied into the stage slots (kernels/expert_stage.hpp, the
-// prefill staging's pick and copy) while attention runs on the model's stream, and the MoE
+// prefill staging's pick and copy, here on GpuTierOptions::prefetch_copy_blocks blocks: a full
+// grid's mapped reads in flight slowed the attention kernels beside it by as much as the copy
+// saved) while attention runs on the model's stream, and the MoE
 // waits for the copy and reads the per-call table that points at them. A wrong guess costs
 // bus time only; the MoE reads the same bytes with the same kernel either way, so the logits
 // are those of the resident model bit for bit (tests/gpu/tiers_test.cpp).

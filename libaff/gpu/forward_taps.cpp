@@ -52,9 +52,17 @@ DraftPlacement GpuModel::draft_placement() const { return shards_.front()->optio
 void GpuModel::queue_taps(int n) {
     Impl& m = *shards_.front();
     const std::size_t taps = m.c.dspark.tap_layers.size(), row = std::size_t(m.c.hc_mult) * m.c.hidden_size;
-    tap_streams_.resize(taps * std::size_t(n) * row);
+    float* host = nullptr;
+    if (n <= kPinnedTapRows) {
+        if (tap_pinned_.size() == 0) tap_pinned_ = PinnedBuffer(taps * std::size_t(kPinnedTapRows) * row * 4);
+        host = static_cast<float*>(tap_pinned_.data());
+    } else {
+        tap_pageable_.resize(taps * std::size_t(n) * row);
+        host = tap_pageable_.data();
+    }
+    tap_host_ = host;
     for (std::size_t k = 0; k < taps; ++k)
-        m.stream.copy(tap_streams_.data() + k * n * row, m.taps_dev.as<float>() + k * std::size_t(m.taps_rows) * row,
+        m.stream.copy(host + k * n * row, m.taps_dev.as<float>() + k * std::size_t(m.taps_rows) * row,
                       std::size_t(n) * row * 4);
 }
 
@@ -68,7 +76,7 @@ void GpuModel::average_taps(int n) {
     const float inv = 1.0f / float(hc);
     for (std::size_t k = 0; k < taps; ++k)
         for (int t = 0; t < n; ++t) {
-            const float* xt = tap_streams_.data() + (k * n + std::size_t(t)) * row;
+            const float* xt = tap_host_ + (k * n + std::size_t(t)) * row;
             float* o = taps_.data() + (std::size_t(t) * taps + k) * D;
             for (int d = 0; d < D; ++d) {
                 float sum = 0;
