@@ -19,7 +19,10 @@
 # written to WORK on the machine's disk (not a tmpfs: O_DIRECT reads must reach the drive). The first three layers are hash-routed (as in V4), so
 # 3 of 6 carry the router-bias skew; the hash layers' skew comes from the Zipf token stream.
 # Then the Belady gap: aff-run records a route trace of a tiered run at the 24 GiB card's slab
-# and aff-trace replay --policy all replays it (~20 s more).
+# and aff-trace replay --policy all replays it (~20 s more); the run's share of expert reads
+# served from HBM (the slab's and the decode prefetch's) is held to Belady's slab hit rate, and
+# again for each --expert-prefetch in PREFETCH_SHARES (default "2"; the same forced tokens, so
+# the same routing; ~25 s each).
 # CARDS (default "24 32 64") picks the cards; TIERS_VARIANTS may carry ":pfN" suffixes (the
 # decode prefetch at N experts a layer, tiers_bench.cpp), e.g. the prefetch's own comparison:
 #   CARDS="24 32" TIERS_SSD_CARD= TIERS_VARIANTS=static+profile:pf0,static+profile,static+profile:pf2,heat+profile:pf0,heat+profile
@@ -82,6 +85,22 @@ if [ -n "$mib" ]; then
         >"$out/replay.txt" 2>&1; then
       note "PASS aff-trace replay --policy all --gpu-mib $mib:"
       tee -a "$summary" <"$out/replay.txt"
+      belady=$(awk '$4 == "belady" { sub("%", "", $5); print $5 }' "$out/replay.txt")
+      hbm_gap() {  # the run's log: its share of expert reads from HBM against Belady's slab
+        local share
+        share=$(grep -o '[0-9.]* % of expert reads from HBM' "$1" | awk '{print $1}')
+        awk -v s="${share:-0}" -v b="${belady:-0}" -v l="$2" 'BEGIN { printf "%s: %.1f %% of expert reads from HBM (slab or prefetched) against Belady'"'"'s slab %.1f %%: %+.1f points (goal: within 5)\n", l, s, b, s - b }'
+      }
+      hbm_gap "$out/trace_run.err" "--expert-prefetch default (1)" | tee -a "$summary"
+      for pf in ${PREFETCH_SHARES-2}; do
+        if timeout 120 "$bin/tools/aff-run" -m "$geo" --tokens "$(ids 64 11)" --force-tokens "$(ids 192 12)" --no-echo \
+            --ui plain --gpu-expert-mib "$mib" --expert-prefetch "$pf" >/dev/null 2>"$out/share_pf$pf.err"; then
+          hbm_gap "$out/share_pf$pf.err" "--expert-prefetch $pf" | tee -a "$summary"
+        else
+          note "FAIL aff-run --expert-prefetch $pf: $(tail -1 "$out/share_pf$pf.err")"
+          rc=1
+        fi
+      done
     else
       note "FAIL aff-trace replay: $(tail -1 "$out/replay.txt")"
       rc=1
