@@ -116,8 +116,14 @@ void DraftGate::choose_next() {
         // Both measured: run the faster way for a while, longer each time it stays the faster.
         drafting_ = rate_[1] > rate_[0];
         const int way = drafting_ ? 1 : 0;
-        run_length_ = way == last_run_ ? std::min(4 * run_length_, max_run_cycles) : run_cycles;
+        base_run_ = way == last_run_ ? std::min(4 * base_run_, max_run_cycles) : run_cycles;
         last_run_ = way;
+        // A probe of the slower way costs about (faster / slower - 1) cycles of the faster
+        // way's time a cycle: a run that many times longer keeps the probes' share of the time
+        // the same however far behind the other way fell (drafts 6 x slower than plain steps
+        // had made every probe cost as much as the plain run before it saved).
+        const double margin = std::min(double(max_margin), rate_[way] / rate_[1 - way]);
+        run_length_ = std::min(max_run_cycles, std::size_t(double(base_run_) * std::max(1.0, margin)));
         probing_ = false;
         window_left_ = run_length_;
     } else {

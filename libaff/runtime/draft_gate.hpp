@@ -7,7 +7,9 @@
 // decode steps), a cycle being the time from one proposal to the next and the tokens it
 // produced (1, plus the accepted guesses), and keeps to the faster way, trying the other for a
 // short window now and then, less often while it keeps losing, and cutting a run short once
-// it falls behind the other way's latest rate. A probe of drafts ends as soon as it cannot
+// it falls behind the other way's latest rate; a run is longer by the margin the faster way
+// won by (up to 16 times), so a probe of a way far behind stays as cheap a share of the time
+// as one of a way narrowly behind. A probe of drafts ends as soon as it cannot
 // come out faster than plain steps even if each cycle left gave the most tokens a cycle can
 // (every guess accepted) in the time of its fastest cycle so far: where drafts lose outright
 // (no guess accepted, a verify call dearer than the steps it could save) a probe costs as few
@@ -44,7 +46,9 @@ public:
     // the faster way runs between probes: first run_cycles, four times longer (up to
     // max_run_cycles) each time a probe confirms it, since a probe of the slower way costs time
     // (a probe of drafts also rebuilds the MTP layer's ring).
-    static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 14336;
+    // A run lasts that times the ratio of the faster way's rate to the slower's, up to
+    // max_margin times (see choose_next).
+    static constexpr std::size_t probe_cycles = 8, run_cycles = 56, max_run_cycles = 14336, max_margin = 16;
 
     // `clock` null: the steady clock. `inner` must not be null.
     explicit DraftGate(std::unique_ptr<Drafter> inner, Clock clock = nullptr);
@@ -82,7 +86,8 @@ private:
     double cycle_start_ = 0;
     std::size_t cycle_tokens_ = 0;
     std::size_t window_left_ = probe_cycles;
-    std::size_t run_length_ = run_cycles;
+    std::size_t base_run_ = run_cycles;   // run_cycles, 4 times more each time a probe confirms the way
+    std::size_t run_length_ = run_cycles;  // the run now: base_run_ times the faster way's margin
     int last_run_ = -1;  // the way of the last run window (1: drafts), -1: none yet
     bool listening_ = true;
     std::size_t heard_ = 0;  // cycles since listening came on (saturating at the warm-up)

@@ -262,3 +262,36 @@ TEST_CASE("a drafter without a warm-up is never told to stop listening", "[runti
     CHECK(d.deaf_calls == 0);
     CHECK(d.proposals >= 4);
 }
+
+TEST_CASE("a run is longer by the margin its way won by, up to 16 times", "[runtime]") {
+    double now = 0;
+    auto inner = std::make_unique<ListeningGuesses>(0);
+    ListeningGuesses& d = *inner;
+    aff::DraftGate gate(std::move(inner), [&now] { return now; });
+    gate.start({});
+    simulate_listening(gate, d, now, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles);  // plain: 1 token a second
+    // Drafts: nothing accepted in 6 s cycles, 6 times slower than plain steps (the probe ends
+    // after its second cycle, its rate that cycle's token in 6 s): the plain run that follows
+    // is 6 x 56 cycles, not 56 (the third proposal, which closed the probe, began its first).
+    const Costs hopeless{1.0, 1.0, 5.0, 0};
+    simulate_listening(gate, d, now, hopeless, 3);
+    REQUIRE(gate.drafting_rate() == Approx(1.0 / 6.0));
+    REQUIRE(!gate.drafting());
+    CHECK(simulate_listening(gate, d, now, hopeless, 2000, true) == 6 * aff::DraftGate::run_cycles - 1);
+    // Drafts 100 times slower: the run is capped at 16 times (its base 4 x 56 now, the second
+    // time plain steps won).
+    double now2 = 0;
+    auto inner2 = std::make_unique<ListeningGuesses>(0);
+    ListeningGuesses& d2 = *inner2;
+    aff::DraftGate gate2(std::move(inner2), [&now2] { return now2; });
+    gate2.start({});
+    simulate_listening(gate2, d2, now2, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles);
+    const Costs awful{1.0, 1.0, 99.0, 0};
+    simulate_listening(gate2, d2, now2, awful, 3);
+    CHECK(simulate_listening(gate2, d2, now2, awful, 20000, true) == 16 * aff::DraftGate::run_cycles - 1);
+    // The next probe, as hopeless (its first cycle was proposed and left at 0 s, its second
+    // costs 100 s; the proposal after it closes the probe and starts the run).
+    simulate_listening(gate2, d2, now2, awful, 2);
+    CHECK(gate2.drafting_rate() == Approx(0.01));
+    CHECK(simulate_listening(gate2, d2, now2, awful, 20000, true) == 16 * 4 * aff::DraftGate::run_cycles - 1);
+}
