@@ -12,18 +12,38 @@
 
 namespace {
 
-// Always guesses three tokens; counts what it is told.
+// Always guesses three tokens; counts what it is told. With a warm-up it says it needs that
+// many trunk calls heard before a proposal (Drafter::warmup_positions), and counts the calls
+// it hears (simulate() tells it of each) since listening came back on.
 class ThreeGuesses final : public aff::Drafter {
 public:
+    explicit ThreeGuesses(std::size_t warmup = 0) : warmup_(warmup) {}
     std::size_t max_tokens() const override { return 3; }
+    std::size_t warmup_positions() const override { return warmup_; }
     std::vector<std::int32_t> propose(std::span<const std::int32_t>) override {
         ++proposals;
+        if (ever_off && heard < warmup_) ++cold_proposals;  // drafted on less than the warm-up
         return {1, 2, 3};
     }
     void verified(std::size_t, std::size_t accepted) override { accepted_total += accepted; }
     bool draft_on_device() const override { return on_device; }
+    void set_listening(bool on) override {
+        if (on == listening) ++redundant;
+        listening = on;
+        if (on) heard = 0;
+        else ever_off = true;
+    }
+    void trunk_call() {
+        if (listening) ++heard;
+        else ++deaf_calls;
+    }
     std::size_t proposals = 0, accepted_total = 0;
     bool on_device = false;
+    bool listening = true, ever_off = false;
+    std::size_t heard = 0, deaf_calls = 0, cold_proposals = 0, redundant = 0;
+
+private:
+    std::size_t warmup_;
 };
 
 struct Costs {
@@ -34,15 +54,25 @@ struct Costs {
 struct Run {
     std::size_t cycles = 0, drafting_cycles = 0, tokens = 0;
     std::size_t draft_stretches = 0;  // runs of consecutive drafting cycles
+    std::size_t first_draft = 0;      // with stop_at_draft: the plain cycles before the first drafting one
 };
 
-// `cycles` proposals, each followed by what the loop would do with its answer.
-Run simulate(aff::DraftGate& gate, double& now, const Costs& c, std::size_t cycles) {
+// `cycles` proposals, each followed by what the loop would do with its answer. `d`, when
+// given, hears of every trunk call and must agree with the gate on whether it listens;
+// stop_at_draft: return at the first drafting proposal, before its verify call.
+Run simulate(aff::DraftGate& gate, double& now, const Costs& c, std::size_t cycles, ThreeGuesses* d = nullptr,
+             bool stop_at_draft = false) {
     Run r;
+    r.first_draft = cycles;
     const std::vector<std::int32_t> context{0};
     for (std::size_t i = 0; i < cycles; ++i) {
         const bool was_drafting = gate.drafting() && r.cycles > 0;
         const auto guesses = gate.propose(context);
+        if (d) CHECK(gate.listening() == d->listening);
+        if (stop_at_draft && !guesses.empty()) {
+            r.first_draft = i;
+            return r;
+        }
         ++r.cycles;
         if (!guesses.empty() && !was_drafting) ++r.draft_stretches;
         if (guesses.empty()) {
@@ -54,6 +84,7 @@ Run simulate(aff::DraftGate& gate, double& now, const Costs& c, std::size_t cycl
             gate.verified(guesses.size(), c.accepted);
             r.tokens += 1 + c.accepted;
         }
+        if (d) d->trunk_call();
     }
     return r;
 }
@@ -166,68 +197,20 @@ TEST_CASE("the draft gate says where its drafter's distributions are", "[runtime
     CHECK(gate.draft_on_device());
 }
 
-namespace {
-
-// Guesses three tokens; says it needs `warmup` trunk calls heard before a proposal, and counts
-// the calls it hears (the loop below tells it of each) since listening came back on.
-class ListeningGuesses final : public aff::Drafter {
-public:
-    explicit ListeningGuesses(std::size_t warmup) : warmup_(warmup) {}
-    std::size_t max_tokens() const override { return 3; }
-    std::size_t warmup_positions() const override { return warmup_; }
-    void set_listening(bool on) override {
-        if (on == listening) ++redundant;
-        listening = on;
-        if (on) heard = 0;
-        else ever_off = true;
-    }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t>) override {
-        ++proposals;
-        if (ever_off && heard < warmup_) ++cold_proposals;  // drafted on less than the warm-up
-        return {1, 2, 3};
-    }
-    void trunk_call() {
-        if (listening) ++heard;
-        else ++deaf_calls;
-    }
-    bool listening = true, ever_off = false;
-    std::size_t heard = 0, deaf_calls = 0, proposals = 0, cold_proposals = 0, redundant = 0;
-
-private:
-    std::size_t warmup_;
-};
-
-// As simulate(), telling the drafter of every trunk call; returns the cycles run until the
-// first drafting one (or `cycles`) when `until_draft`.
-std::size_t simulate_listening(aff::DraftGate& gate, ListeningGuesses& d, double& now, const Costs& c, std::size_t cycles,
-                               bool until_draft = false) {
-    const std::vector<std::int32_t> context{0};
-    for (std::size_t i = 0; i < cycles; ++i) {
-        const auto guesses = gate.propose(context);
-        CHECK(gate.listening() == d.listening);
-        if (until_draft && !guesses.empty()) return i;
-        now += guesses.empty() ? c.plain_step : c.draft + c.verify;
-        d.trunk_call();
-        if (!guesses.empty()) gate.verified(guesses.size(), c.accepted);
-    }
-    return cycles;
-}
-
-}  // namespace
 
 TEST_CASE("in long runs of plain steps the gate's drafter stops listening, and hears a warm-up before each probe",
           "[runtime]") {
     constexpr std::size_t warmup = 20;
     double now = 0;
-    auto inner = std::make_unique<ListeningGuesses>(warmup);
-    ListeningGuesses& d = *inner;
+    auto inner = std::make_unique<ThreeGuesses>(warmup);
+    ThreeGuesses& d = *inner;
     aff::DraftGate gate(std::move(inner), [&now] { return now; });
     gate.start({});
     CHECK(gate.listening());
     // Drafts lose (3 tokens in 5 s against 1 a second): runs of plain steps 56, 224, 896, ...
     // cycles long, the drafter deaf in all but their last 20 cycles.
     const Costs slow{1.0, 1.0, 4.0, 2};
-    simulate_listening(gate, d, now, slow, 6000);
+    simulate(gate, now, slow, 6000, &d);
     CHECK(d.ever_off);
     CHECK(d.deaf_calls > 4000);         // most of the plain steps
     CHECK(d.proposals >= 4);            // the probes went on
@@ -237,12 +220,12 @@ TEST_CASE("in long runs of plain steps the gate's drafter stops listening, and h
 
     // Plain steps slow down (3 s a token) while the drafter is deaf: the run is cut short at
     // its next check, but first the drafter hears its warm-up, then the probe of drafts runs.
-    while (d.listening) simulate_listening(gate, d, now, slow, 1);
-    simulate_listening(gate, d, now, slow, 3);
+    while (d.listening) simulate(gate, now, slow, 1, &d);
+    simulate(gate, now, slow, 3, &d);
     REQUIRE(!d.listening);
     const std::size_t before = d.proposals;
     const Costs slower_plain{3.0, 1.0, 4.0, 2};
-    const std::size_t to_probe = simulate_listening(gate, d, now, slower_plain, 200, true);
+    const std::size_t to_probe = simulate(gate, now, slower_plain, 200, &d, true).first_draft;
     CHECK(to_probe >= warmup);
     CHECK(to_probe <= warmup + 2 * aff::DraftGate::probe_cycles);
     CHECK(d.proposals == before + 1);
@@ -252,12 +235,12 @@ TEST_CASE("in long runs of plain steps the gate's drafter stops listening, and h
 
 TEST_CASE("a drafter without a warm-up is never told to stop listening", "[runtime]") {
     double now = 0;
-    auto inner = std::make_unique<ListeningGuesses>(0);
-    ListeningGuesses& d = *inner;
+    auto inner = std::make_unique<ThreeGuesses>(0);
+    ThreeGuesses& d = *inner;
     aff::DraftGate gate(std::move(inner), [&now] { return now; });
     gate.start({});
     // The MTP drafter's case (its listening costs nothing): plain runs as long as above.
-    simulate_listening(gate, d, now, Costs{1.0, 1.0, 4.0, 2}, 3000);
+    simulate(gate, now, Costs{1.0, 1.0, 4.0, 2}, 3000, &d);
     CHECK(!d.ever_off);
     CHECK(d.deaf_calls == 0);
     CHECK(d.proposals >= 4);
@@ -265,33 +248,33 @@ TEST_CASE("a drafter without a warm-up is never told to stop listening", "[runti
 
 TEST_CASE("a run is longer by the margin its way won by, up to 16 times", "[runtime]") {
     double now = 0;
-    auto inner = std::make_unique<ListeningGuesses>(0);
-    ListeningGuesses& d = *inner;
+    auto inner = std::make_unique<ThreeGuesses>(0);
+    ThreeGuesses& d = *inner;
     aff::DraftGate gate(std::move(inner), [&now] { return now; });
     gate.start({});
-    simulate_listening(gate, d, now, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles);  // plain: 1 token a second
+    simulate(gate, now, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles, &d);  // plain: 1 token a second
     // Drafts: nothing accepted in 6 s cycles, 6 times slower than plain steps (the probe ends
     // after its second cycle, its rate that cycle's token in 6 s): the plain run that follows
     // is 6 x 56 cycles, not 56 (the third proposal, which closed the probe, began its first).
     const Costs hopeless{1.0, 1.0, 5.0, 0};
-    simulate_listening(gate, d, now, hopeless, 3);
+    simulate(gate, now, hopeless, 3, &d);
     REQUIRE(gate.drafting_rate() == Approx(1.0 / 6.0));
     REQUIRE(!gate.drafting());
-    CHECK(simulate_listening(gate, d, now, hopeless, 2000, true) == 6 * aff::DraftGate::run_cycles - 1);
+    CHECK(simulate(gate, now, hopeless, 2000, &d, true).first_draft == 6 * aff::DraftGate::run_cycles - 1);
     // Drafts 100 times slower: the run is capped at 16 times (its base 4 x 56 now, the second
     // time plain steps won).
     double now2 = 0;
-    auto inner2 = std::make_unique<ListeningGuesses>(0);
-    ListeningGuesses& d2 = *inner2;
+    auto inner2 = std::make_unique<ThreeGuesses>(0);
+    ThreeGuesses& d2 = *inner2;
     aff::DraftGate gate2(std::move(inner2), [&now2] { return now2; });
     gate2.start({});
-    simulate_listening(gate2, d2, now2, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles);
+    simulate(gate2, now2, Costs{1.0, 1.0, 1.0, 0}, aff::DraftGate::probe_cycles, &d2);
     const Costs awful{1.0, 1.0, 99.0, 0};
-    simulate_listening(gate2, d2, now2, awful, 3);
-    CHECK(simulate_listening(gate2, d2, now2, awful, 20000, true) == 16 * aff::DraftGate::run_cycles - 1);
+    simulate(gate2, now2, awful, 3, &d2);
+    CHECK(simulate(gate2, now2, awful, 20000, &d2, true).first_draft == 16 * aff::DraftGate::run_cycles - 1);
     // The next probe, as hopeless (its first cycle was proposed and left at 0 s, its second
     // costs 100 s; the proposal after it closes the probe and starts the run).
-    simulate_listening(gate2, d2, now2, awful, 2);
+    simulate(gate2, now2, awful, 2, &d2);
     CHECK(gate2.drafting_rate() == Approx(0.01));
-    CHECK(simulate_listening(gate2, d2, now2, awful, 20000, true) == 16 * 4 * aff::DraftGate::run_cycles - 1);
+    CHECK(simulate(gate2, now2, awful, 20000, &d2, true).first_draft == 16 * 4 * aff::DraftGate::run_cycles - 1);
 }
