@@ -11,17 +11,9 @@
 # auto's verify calls. Greedy tokens must equal drafts off's (exit 1 otherwise).
 # usage: tests/bench/dspark_auto_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: dspark_auto_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: dspark_auto_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-work=$(mktemp -d "${TMPDIR:-/tmp}/dspark-auto.XXXXXX") || exit 2
-trap 'rm -rf "$work"' EXIT
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-rc=0
+. "$(dirname "$0")/device_script.sh"
+device_script_begin dspark_auto_device.sh dspark-auto "$@" || exit 2
 geo=$work/v4-4x256.aff
-start=$SECONDS
 if ! timeout 300 "$bin/tests/make_geometry_container" "$geo" --layers 4 --dspark -q; then
   note "FAIL make_geometry_container --layers 4 --dspark"
   exit 1

@@ -9,17 +9,9 @@
 # summary's lines on stdout); exits 1 if a step failed.
 # usage: tests/bench/dspark_bench_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: dspark_bench_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: dspark_bench_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-work=$(mktemp -d "${TMPDIR:-/tmp}/dspark-bench.XXXXXX") || exit 2
-trap 'rm -rf "$work"' EXIT
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-rc=0
+. "$(dirname "$0")/device_script.sh"
+device_script_begin dspark_bench_device.sh dspark-bench "$@" || exit 2
 geo=$work/v4-4x256.aff
-start=$SECONDS
 if timeout 240 "$bin/tests/make_geometry_container" "$geo" --layers 4 --dspark -q; then
   note "make_geometry_container --layers 4 --dspark: ok in $((SECONDS - start)) s ($(du -sh "$work" | cut -f1))"
   start=$SECONDS

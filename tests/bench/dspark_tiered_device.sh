@@ -13,17 +13,9 @@
 # cost no more than one step). Greedy tokens must equal drafts off's (exit 1 otherwise).
 # usage: tests/bench/dspark_tiered_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: dspark_tiered_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: dspark_tiered_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
-work=$(mktemp -d "${TMPDIR:-/tmp}/dspark-tiered.XXXXXX") || exit 2
-trap 'rm -rf "$work"' EXIT
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-rc=0
+. "$(dirname "$0")/device_script.sh"
+device_script_begin dspark_tiered_device.sh dspark-tiered "$@" || exit 2
 geo=$work/v4-4x256.aff
-start=$SECONDS
 if ! timeout 300 "$bin/tests/make_geometry_container" "$geo" --layers 4 --dspark -q; then
   note "FAIL make_geometry_container --layers 4 --dspark"
   exit 1

@@ -13,18 +13,10 @@
 #      ratio to drafts off, and the bound: drafts off times the tokens a verify call.
 # usage: tests/bench/sampled_drafts_device.sh BIN OUT
 set -uo pipefail
-bin=$(cd "${1:?usage: sampled_drafts_device.sh BIN OUT}" && pwd) || exit 2
-out=${2:?usage: sampled_drafts_device.sh BIN OUT}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+. "$(dirname "$0")/device_script.sh"
+device_script_begin sampled_drafts_device.sh sampled-drafts "$@" || exit 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/sampled-drafts.XXXXXX") || exit 2
-trap 'rm -rf "$work"' EXIT
-summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-rc=0
 geo=$work/v4-4x256-mtp.aff
-start=$SECONDS
 if ! timeout 300 "$bin/tests/make_geometry_container" "$geo" --layers 4 --mtp -q; then
   note "FAIL make_geometry_container --layers 4 --mtp"
   exit 1
