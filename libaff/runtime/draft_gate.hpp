@@ -20,7 +20,7 @@
 // the first decode step's graph capture after the prompt, which made a launch-bound model's
 // plain steps look slower than its drafts). In a run of plain steps longer than the drafter's
 // warm-up (Drafter::warmup_positions: DSpark's window) the drafter stops listening to the
-// trunk (Drafter::set_listening: DSpark's taps cost the trunk ~0.16 ms a step on the GPU) and
+// trunk (Drafter::set_listening: DSpark's taps, on the GPU copied to the host every call) and
 // listens again for the run's last warm-up's worth of steps, so the probe of drafts after it
 // drafts as if it had listened throughout; a run cut short while not listening first runs
 // that warm-up. What it measured carries over from one generation to the next
