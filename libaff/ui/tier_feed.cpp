@@ -32,6 +32,9 @@ TierFigures tier_figures(const ExpertTierSnapshot& s, bool on_gpu) {
     f.has_ssd_tier = s.has_ssd_tier;
     f.hit_rates = {{"GPU", share(k.gpu_hits, k.expert_reads)}, {"host", share(k.host_hits, k.expert_reads)}};
     if (s.has_ssd_tier) f.hit_rates.push_back({"SSD", share(k.ssd_reads, k.expert_reads)});
+    // Of the host's, the reads the decode prefetch had already copied into GPU memory (what
+    // brings the GPU's share towards an optimal slab's: tests/bench/RESULTS.md, session 16).
+    if (k.prefetched > 0) f.hit_rates.push_back({"prefetched", share(k.prefetch_hits, k.expert_reads)});
     f.moves_per_token = share(k.moves, k.tokens);
     f.cpu_expert_share = s.cpu_expert_share;
     return f;

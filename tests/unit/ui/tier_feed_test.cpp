@@ -108,6 +108,14 @@ TEST_CASE("a tiered snapshot becomes the panel's figures: counts, hit rates, mov
     CHECK(f.hit_rates[1].tier == "host");
     CHECK(f.hit_rates[1].hit_rate == Approx(0.25));
     CHECK(f.moves_per_token == Approx(0.25));
+    // With the decode prefetch: the share of reads it had copied into GPU memory (of the host's).
+    ExpertTierSnapshot pf = known_tiers();
+    pf.counters.prefetched = 40;
+    pf.counters.prefetch_hits = 30;
+    const TierFigures g = tier_figures(pf, true);
+    REQUIRE(g.hit_rates.size() == 3);
+    CHECK(g.hit_rates[2].tier == "prefetched");
+    CHECK(g.hit_rates[2].hit_rate == Approx(0.15));
     CHECK(f.cpu_expert_share == 0);
     const std::vector<Tier> map = plane_tiers(known_tiers());
     REQUIRE(map.size() == 12);
