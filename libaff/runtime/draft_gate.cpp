@@ -120,8 +120,9 @@ void DraftGate::choose_next() {
         last_run_ = way;
         // A probe of the slower way costs about (faster / slower - 1) cycles of the faster
         // way's time a cycle: a run that many times longer keeps the probes' share of the time
-        // the same however far behind the other way fell (drafts 6 x slower than plain steps
-        // had made every probe cost as much as the plain run before it saved).
+        // the same however far behind the other way fell (on the 4-layer DSpark container of
+        // tests/bench/dspark_auto_device.sh drafts ran 6 x slower than plain steps: a probe's
+        // two cycles took about ten plain steps' time).
         const double margin = std::min(double(max_margin), rate_[way] / rate_[1 - way]);
         run_length_ = std::min(max_run_cycles, std::size_t(double(base_run_) * std::max(1.0, margin)));
         probing_ = false;
