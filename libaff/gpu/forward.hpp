@@ -615,6 +615,8 @@ private:
     // after the logits, and their means once the stream is done.
     void queue_taps(int n);
     void average_taps(int n);
+    // Where a call of n rows' tap streams land on the host (made on first use).
+    float* tap_streams_host(int n);
     // The part that holds `layer`'s experts, after checking both indices (expert_extent, move_expert).
     Impl& expert_owner(int layer, int expert, const char* what) const;
     // The draft chains' draws (greedy: none): mtp_draft_chain's q rows go to *q, dspark_chain's
@@ -642,7 +644,7 @@ private:
     std::vector<std::unique_ptr<Impl>> shards_;  // one per device, each a contiguous range of layers
     GpuMemoryPlan plan_;                          // the shards' plans summed
     RouteObserver* routes_ = nullptr;             // set_route_observer
-    // The last call's tap streams [tap][n, hc, D] (at tap_host_) and their means [n, taps, D].
+    // The last call's tap streams [tap][n, hc, D] (tap_streams_host) and their means [n, taps, D].
     // Calls of up to kPinnedTapRows rows (decode steps, verify calls) copy into page-locked
     // memory (a copy to pageable memory goes through the runtime's staging: the taps' share of
     // a decode step fell from ~0.12 to 0.071 ms, dspark_gpu_bench); longer calls (a prompt's,
@@ -650,7 +652,6 @@ private:
     static constexpr int kPinnedTapRows = 8;
     PinnedBuffer tap_pinned_;
     std::vector<float> tap_pageable_;
-    const float* tap_host_ = nullptr;
     std::vector<float> taps_;
 };
 

@@ -49,18 +49,21 @@ bool GpuModel::taps_on() const { return shards_.front()->taps_on; }
 
 DraftPlacement GpuModel::draft_placement() const { return shards_.front()->options.draft_placement; }
 
+float* GpuModel::tap_streams_host(int n) {
+    const Impl& m = *shards_.front();
+    const std::size_t taps = m.c.dspark.tap_layers.size(), row = std::size_t(m.c.hc_mult) * m.c.hidden_size;
+    if (n > kPinnedTapRows) {
+        tap_pageable_.resize(taps * std::size_t(n) * row);
+        return tap_pageable_.data();
+    }
+    if (tap_pinned_.size() == 0) tap_pinned_ = PinnedBuffer(taps * std::size_t(kPinnedTapRows) * row * 4);
+    return static_cast<float*>(tap_pinned_.data());
+}
+
 void GpuModel::queue_taps(int n) {
     Impl& m = *shards_.front();
     const std::size_t taps = m.c.dspark.tap_layers.size(), row = std::size_t(m.c.hc_mult) * m.c.hidden_size;
-    float* host = nullptr;
-    if (n <= kPinnedTapRows) {
-        if (tap_pinned_.size() == 0) tap_pinned_ = PinnedBuffer(taps * std::size_t(kPinnedTapRows) * row * 4);
-        host = static_cast<float*>(tap_pinned_.data());
-    } else {
-        tap_pageable_.resize(taps * std::size_t(n) * row);
-        host = tap_pageable_.data();
-    }
-    tap_host_ = host;
+    float* host = tap_streams_host(n);
     for (std::size_t k = 0; k < taps; ++k)
         m.stream.copy(host + k * n * row, m.taps_dev.as<float>() + k * std::size_t(m.taps_rows) * row,
                       std::size_t(n) * row * 4);
@@ -72,11 +75,12 @@ void GpuModel::average_taps(int n) {
     const int hc = m.c.hc_mult, D = m.c.hidden_size;
     const std::size_t row = std::size_t(hc) * D;
     taps_.assign(std::size_t(n) * taps * D, 0.0f);
+    const float* streams = tap_streams_host(n);  // queue_taps's copies, the stream done
     // The CPU reference's stream_mean, term for term.
     const float inv = 1.0f / float(hc);
     for (std::size_t k = 0; k < taps; ++k)
         for (int t = 0; t < n; ++t) {
-            const float* xt = tap_host_ + (k * n + std::size_t(t)) * row;
+            const float* xt = streams + (k * n + std::size_t(t)) * row;
             float* o = taps_.data() + (std::size_t(t) * taps + k) * D;
             for (int d = 0; d < D; ++d) {
                 float sum = 0;
