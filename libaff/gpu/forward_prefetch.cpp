@@ -50,8 +50,9 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
         hc_site(x, nullptr, pred_post, pred_comb, n, w, hcc, at<float>(r.ffn_norm), pred_scratch, pred_a, s);
         apply(r.gate, pred_a, D, n, pred_logits, E, 0, -1, s);
     }
-    // On a hash layer router_topk reads stale pred_logits for the weights (pred_w), which
-    // nothing reads: only the ids feed the priorities.
+    // On a hash layer router_topk computes the weights (pred_w, which nothing reads) from
+    // whatever pred_logits holds, unwritten on a model whose layers so far were all hashed:
+    // only the ids feed the priorities.
     router_topk(pred_logits, n, router_config(), r.hash ? nullptr : at<float>(r.bias),
                 r.hash ? at<std::int32_t>(r.tid2eid) : nullptr, tokens_dev, pred_ids, pred_w, s);
     expert_stage_priorities(pred_ids, n * k, k, E, pred_counts, s);

@@ -513,13 +513,11 @@ AFF_DEVICE_TEST("expert_stage") {
     };
     // The decode prefetch's throttled copy (copy_blocks): one block for a whole extent, 3 with
     // uneven shares, 8, and more blocks than the extent has 64 KiB chunks (3).
-    std::vector<Case> throttled;
     for (int blocks : {1, 3, 8, 50}) {
-        throttled.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks),
-                                        64, multi, 1, 6));
-        throttled.back().copy_blocks = blocks;
+        random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks),
+                                     64, multi, 1, 6));
+        random.back().copy_blocks = blocks;
     }
-    random.insert(random.end(), throttled.begin(), throttled.end());
     for (const Case& k : random) {
         try {
             run_case(k, rows);
