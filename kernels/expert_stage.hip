@@ -52,7 +52,6 @@ __global__ void __launch_bounds__(kPickThreads) expert_stage_pick_kernel(ExpertS
         if (rank < a.slot_count) {
             a.stage_table[e] = a.slots + static_cast<size_t>(rank) * a.slot_stride;
             a.slot_source[rank] = p;
-            if (a.slot_expert) a.slot_expert[rank] = e;
             dev::atomic_add(&sums[kStagedExperts], 1u);
             dev::atomic_add(&sums[kStagedTiles], tiles);
         } else {
@@ -65,10 +64,7 @@ __global__ void __launch_bounds__(kPickThreads) expert_stage_pick_kernel(ExpertS
     }
     dev::sync_block();
     // The slots no expert took: their copy blocks return.
-    for (int s = static_cast<int>(sums[kStagedExperts]) + tid; s < a.slot_count; s += kPickThreads) {
-        a.slot_source[s] = nullptr;
-        if (a.slot_expert) a.slot_expert[s] = -1;
-    }
+    for (int s = static_cast<int>(sums[kStagedExperts]) + tid; s < a.slot_count; s += kPickThreads) a.slot_source[s] = nullptr;
     if (a.counters && tid < kExpertStageCounters) dev::atomic_add(&a.counters[tid], sums[tid]);
 }
 
@@ -147,9 +143,7 @@ void expert_stage_hits(const std::int32_t* ids, int jobs, const std::uint8_t* co
     AFF_GPU_CHECK(hipGetLastError());
 }
 
-namespace {
-
-void check_stage_args(const ExpertStageArgs& a) {
+void expert_stage(const ExpertStageArgs& a, void* stream) {
     if (a.experts < 1 || a.experts > kExpertStageMaxExperts) throw_argument("expert_stage", "experts must be 1..1024");
     if (!a.table || !a.counts || !a.stage_table || !a.slot_source) throw_argument("expert_stage", "null table or counts");
     if (a.min_jobs < 1 || a.tile_jobs < 1) throw_argument("expert_stage", "min_jobs and tile_jobs must be positive");
@@ -159,31 +153,17 @@ void check_stage_args(const ExpertStageArgs& a) {
         throw_argument("expert_stage", "bytes must be a positive multiple of 16 within 16-byte aligned slots");
     if (a.slot_count > 65535) throw_argument("expert_stage", "at most 65535 slots");
     if (a.copy_blocks < 0) throw_argument("expert_stage", "copy_blocks must be 0 or positive");
-}
-
-}  // namespace
-
-void expert_stage_pick(const ExpertStageArgs& a, void* stream) {
-    check_stage_args(a);
-    expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, static_cast<hipStream_t>(stream)>>>(a);
+    const hipStream_t s = static_cast<hipStream_t>(stream);
+    expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, s>>>(a);
     AFF_GPU_CHECK(hipGetLastError());
-}
-
-void expert_stage_copy(const ExpertStageArgs& a, void* stream) {
-    check_stage_args(a);
     if (a.slot_count == 0) return;
     const std::size_t n16 = a.bytes / 16;
     const unsigned chunks = static_cast<unsigned>((a.bytes + kChunk - 1) / kChunk);
     const unsigned blocks = a.copy_blocks > 0 ? std::min(chunks, static_cast<unsigned>(a.copy_blocks)) : chunks;
     const std::size_t per = (n16 + blocks - 1) / blocks;
-    expert_stage_copy_kernel<<<dim3(blocks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0,
-                               static_cast<hipStream_t>(stream)>>>(a.slot_source, a.slots, a.slot_stride, n16, per);
+    expert_stage_copy_kernel<<<dim3(blocks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0, s>>>(
+        a.slot_source, a.slots, a.slot_stride, n16, per);
     AFF_GPU_CHECK(hipGetLastError());
-}
-
-void expert_stage(const ExpertStageArgs& a, void* stream) {
-    expert_stage_pick(a, stream);
-    expert_stage_copy(a, stream);
 }
 
 }  // namespace aff::gpu

@@ -47,9 +47,6 @@ struct ExpertStageArgs {
     int copy_blocks = 0;
     const std::uint8_t** stage_table = nullptr;  // out [experts]: the table the GEMMs read (device)
     const std::uint8_t** slot_source = nullptr;  // scratch [max(1, slot_count)] (device)
-    // Out [slot_count] where not null: the expert each slot took, -1 for a slot none took (the
-    // decode prefetch's copy-engine path reads it: kernels/copy_switch.hpp).
-    std::int32_t* slot_expert = nullptr;
     std::uint32_t* counters = nullptr;           // [kExpertStageCounters] (device), added to; null: none
 };
 
@@ -58,10 +55,6 @@ struct ExpertStageArgs {
 // loads; copy_blocks blocks a slot, or one a 64 KiB chunk; blocks of slots left empty return at
 // once).
 void expert_stage(const ExpertStageArgs& a, void* stream);
-// The two halves on their own, for a caller that puts something between the pick and the copy
-// (the decode prefetch hands some slots to the copy engine: their slot_source entries cleared).
-void expert_stage_pick(const ExpertStageArgs& a, void* stream);
-void expert_stage_copy(const ExpertStageArgs& a, void* stream);
 
 // Decode steps (issue 17's prefetch, GpuModel::Impl::prefetch_predicted): the same pick and
 // copy, fed with a predicted routing instead of moe_group's counts, so that a layer's predicted

@@ -4,7 +4,6 @@
 #include "libaff/gpu/route_ring.hpp"
 #include "libaff/gpu/weight_arena.hpp"
 #include "kernels/attention.hpp"
-#include "kernels/copy_switch.hpp"
 #include "kernels/moe_gemm.hpp"
 
 #include <algorithm>
@@ -81,7 +80,6 @@ std::size_t Activations::layout(std::uint8_t* base, int tokens, const Activation
         take(pred_w, d * k);
         take(pred_ids, d * k);
         take(pred_counts, E);
-        take(pred_slot_expert, kCopySwitchMaxSlots);
     }
     if (shape.attention_on_gpu) {
         const std::size_t H = c.num_heads, Dh = c.head_dim, Hi = c.index_heads, Di = c.index_head_dim;

@@ -57,12 +57,10 @@ struct Activations {
     // up to kDecodeTokens tokens beside the call's own: the FFN site's collapse of the streams
     // entering the layer, its pre step's post and comb (not the call's: the attention's expand
     // still needs those), hc_site's scratch, the router logits, ids and weights, and the
-    // pick's priorities [E] and the expert each slot took [kCopySwitchMaxSlots] (the copy
-    // engine's switches read it: kernels/copy_switch.hpp). They use the stage slots, which
-    // decode-sized calls leave free.
+    // pick's priorities [E]. They use the stage slots, which decode-sized calls leave free.
     float *pred_a = nullptr, *pred_post = nullptr, *pred_comb = nullptr, *pred_scratch = nullptr;
     float *pred_logits = nullptr, *pred_w = nullptr;
-    std::int32_t *pred_ids = nullptr, *pred_counts = nullptr, *pred_slot_expert = nullptr;
+    std::int32_t *pred_ids = nullptr, *pred_counts = nullptr;
     // Attention on the GPU.
     float *cq = nullptr, *q = nullptr, *kv = nullptr, *o = nullptr, *z = nullptr, *ckv = nullptr, *cg = nullptr;
     float *ikv = nullptr, *ig = nullptr, *qi = nullptr, *wi = nullptr, *scores = nullptr;

@@ -196,63 +196,6 @@ void Stream::wait(const Event& event) const {
     AFF_GPU_CHECK(hipStreamWaitEvent(static_cast<hipStream_t>(handle_), static_cast<hipEvent_t>(event.handle_), 0));
 }
 
-#if defined(AFF_GPU_IS_CUDA)
-bool Stream::capturing() const {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    AFF_GPU_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(handle_), &status));
-    return status == cudaStreamCaptureStatusActive;
-}
-
-std::uint64_t Stream::capture_switch(unsigned none) const {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaGraph_t graph = nullptr;
-    AFF_GPU_CHECK(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(handle_), &status, nullptr, &graph));
-    if (status != cudaStreamCaptureStatusActive || !graph) throw_internal("Stream::capture_switch: not capturing");
-    cudaGraphConditionalHandle h = 0;
-    AFF_GPU_CHECK(cudaGraphConditionalHandleCreate(&h, graph, none, cudaGraphCondAssignDefault));
-    return h;
-}
-
-void Stream::capture_switch_copies(std::uint64_t handle, void* dst, const std::vector<const void*>& sources,
-                                   std::size_t bytes) const {
-    const auto s = static_cast<cudaStream_t>(handle_);
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaGraph_t graph = nullptr;
-    const cudaGraphNode_t* deps = nullptr;
-    const cudaGraphEdgeData* edges = nullptr;
-    std::size_t n = 0;
-    AFF_GPU_CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &graph, &deps, &edges, &n));
-    if (status != cudaStreamCaptureStatusActive || !graph) throw_internal("Stream::capture_switch_copies: not capturing");
-    if (sources.empty()) throw_internal("Stream::capture_switch_copies: no bodies");
-    cudaGraphNodeParams p{};
-    p.type = cudaGraphNodeTypeConditional;
-    p.conditional.handle = handle;
-    p.conditional.type = cudaGraphCondTypeSwitch;
-    p.conditional.size = static_cast<unsigned>(sources.size());
-    cudaGraphNode_t node = nullptr;
-    AFF_GPU_CHECK(cudaGraphAddNode(&node, graph, deps, edges, n, &p));
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-        cudaGraphNode_t body = nullptr;
-        if (!sources[i])  // an empty node: a body with no node at all is not documented as allowed
-            AFF_GPU_CHECK(cudaGraphAddEmptyNode(&body, p.conditional.phGraph_out[i], nullptr, 0));
-        else
-            AFF_GPU_CHECK(cudaGraphAddMemcpyNode1D(&body, p.conditional.phGraph_out[i], nullptr, 0, dst, sources[i], bytes,
-                                                   cudaMemcpyHostToDevice));
-    }
-    AFF_GPU_CHECK(cudaStreamUpdateCaptureDependencies(s, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
-}
-#else
-bool Stream::capturing() const { return false; }
-
-std::uint64_t Stream::capture_switch(unsigned) const {
-    throw_unsupported("Stream::capture_switch: switch nodes are CUDA's");
-}
-
-void Stream::capture_switch_copies(std::uint64_t, void*, const std::vector<const void*>&, std::size_t) const {
-    throw_unsupported("Stream::capture_switch_copies: switch nodes are CUDA's");
-}
-#endif
-
 void copy_peer(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes, const Stream& stream) {
     AFF_GPU_CHECK(hipMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, static_cast<hipStream_t>(stream.handle())));
 }

@@ -111,20 +111,6 @@ public:
     // any device's stream: how one GPU's work waits for another's).
     void wait(const Event& event) const;
 
-    // Copies chosen on the device inside a captured graph (the decode prefetch's copy-engine
-    // path, kernels/copy_switch.hpp). Switch nodes are CUDA's: capture_switch and
-    // capture_switch_copies throw elsewhere, and capturing() is false there.
-    // Whether a graph capture is running on this stream now.
-    bool capturing() const;
-    // While capturing: a switch handle in the graph being captured whose value is `none` at
-    // the start of every launch (until a kernel of that launch sets it).
-    std::uint64_t capture_switch(unsigned none) const;
-    // While capturing: a switch node on `handle` after the work captured on this stream so far
-    // (later work depends on it); its body i copies `bytes` from sources[i] (pinned host
-    // memory, its host address) to dst by the copy engine, an empty body where sources[i] is null.
-    void capture_switch_copies(std::uint64_t handle, void* dst, const std::vector<const void*>& sources,
-                               std::size_t bytes) const;
-
 private:
     void* handle_ = nullptr;
 };

@@ -83,25 +83,12 @@ struct ExpertTiers {
     // place, ...) then the prefetched experts the router chose (kPrefetchHits), with their host
     // copy, read back at each report once any call prefetched (prefetch_armed: a replayed graph
     // adds to them without passing through the host code that queued the prefetch).
-    // kPrefetchByEngine: those of them the copy engine copied (below).
-    static constexpr int kPrefetchHits = kExpertStageCounters, kPrefetchByEngine = kExpertStageCounters + 1;
+    static constexpr int kPrefetchHits = kExpertStageCounters;
     Stream prefetch_stream;
     Event prefetch_fork, prefetch_join;
     Buffer prefetch_counters;
-    std::uint32_t prefetch_read[kExpertStageCounters + 2] = {};
+    std::uint32_t prefetch_read[kExpertStageCounters + 1] = {};
     bool prefetch_armed = false;
-    // The prefetch's copy-engine path in captured decode steps (kernels/copy_switch.hpp): where
-    // each pooled expert was when the live decode graphs were captured, layer-major, as the
-    // device view its table entry then held (engine_snapshot; null: not pooled) and as the host
-    // address its switch body copies from (engine_sources). Every live graph was captured
-    // against this snapshot: refresh_engine_snapshot (forward_prefetch.cpp) retakes it only
-    // together with dropping the graphs, once the mover has made enough of it stale (a moved
-    // expert's entry no longer matches: the kernel copies it meanwhile).
-    Buffer engine_snapshot;
-    std::vector<const void*> engine_sources;
-    bool engine_snapshot_taken = false;
-    std::uint64_t engine_snapshot_moves = 0;  // `moves` when it was taken
-    std::uint64_t engine_snapshots = 0;       // taken so far
     std::uint64_t stalled_calls = 0;  // calls that waited on copies at all (> 0 ms)
     std::uint64_t waited_calls = 0;   // calls queued behind a pass's copies
 

@@ -137,13 +137,6 @@ struct GpuTierOptions {
     // the bus busy (the MoE waits for the copy); 16 (256 KiB in flight) was the fastest at
     // V4 geometry, 24 and 32 no faster (tests/bench/RESULTS.md, session 16).
     int prefetch_copy_blocks = 16;
-    // In captured decode steps on NVIDIA, copy a prefetched expert by a switch node's memcpy
-    // instead (kernels/copy_switch.hpp); the kernel copy stays for HIP, uncaptured calls and
-    // experts the mover moved since the capture. Off: a plain copy-engine copy beside decode
-    // slowed it 1.03 x against the kernel's 1.14 x, but in the decode graph the switch path
-    // made the tiered step slower (24 GiB batch 1: 4.70 against 4.26 ms; tests/bench/RESULTS.md,
-    // session 17). Internal: tiers_bench's ":pfNe" turns it on.
-    bool prefetch_copy_engine = false;
 };
 
 // Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed
@@ -348,9 +341,6 @@ struct GpuTierReport {
     // experts copied into HBM during attention, how many of them the router then chose, and
     // predicted pooled experts left on the bus (no slot left for them).
     std::uint64_t prefetched_experts = 0, prefetch_hits = 0, prefetch_left = 0;
-    // Of the prefetched experts, those the copy engine copied (GpuTierOptions::prefetch_copy_engine),
-    // and the snapshots of the pool those copies were captured against.
-    std::uint64_t prefetch_by_engine = 0, engine_snapshots = 0;
     // One line: the start-up plan (TierPlan::describe).
     std::string describe() const;
     // One line: hit rate per tier (SSD reads included), PCIe bytes, moves per token and the

@@ -287,7 +287,6 @@ std::vector<float> GpuModel::decode_call(std::span<GpuDecodeState* const> states
         const bool pending_in = pending;
         auto record = [&] { return m.run(seqs, B, 0, nullptr, pending_in); };
         if (m.options.graphs) {
-            m.refresh_engine_snapshot();  // may drop the graphs: before the lookup
             std::vector<const void*> key(B);
             for (int i = 0; i < B; ++i) key[i] = m.state_of(*states[i])->data();
             key.push_back(m.taps_on ? m.taps_dev.data() : nullptr);  // captured with the tap copies or without

@@ -380,13 +380,6 @@ struct GpuModel::Impl : fwd::WeightArena, fwd::ExpertStore, fwd::Activations {
     // the stage slots; moe() waits for it before the routed experts and reads the per-call table
     // (prefetch_table, null where nothing was queued: not this call or layer).
     void prefetch_predicted(int l, int n);
-    // Whether this prefetch's `slots` copies go to the copy engine (kernels/copy_switch.hpp):
-    // a captured step on NVIDIA, against a snapshot of the pool.
-    bool engine_copies(int slots) const;
-    // Before a decode step's graph launch: (re)takes the snapshot the copy engine's switches
-    // are captured against when there is none or the mover has made enough of it stale,
-    // dropping the decode graphs (forward_prefetch.cpp).
-    void refresh_engine_snapshot();
     const std::uint8_t* const* prefetch_table = nullptr;  // set for the layer running, else null
     // What both stagings of bus-read experts pass expert_stage (the prefill GEMMs' and the
     // decode prefetch's): `table` and the per-call one, the bus ranges (the pool's, the SSD

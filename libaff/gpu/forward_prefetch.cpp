@@ -21,13 +21,7 @@
 // layer's fork is recorded after this layer's MoE on the model's stream, so its copy starts
 // after the kernels that read the slots finished. Inside a captured decode graph the fork and
 // join are the graph's edges (events recorded and waited on during capture).
-//
-// The copy itself: in a captured decode step on NVIDIA, by the copy engine (kernels/
-// copy_switch.hpp: a switch node a slot, its body e a DMA copy of expert e from where the pool
-// held it at capture; the kernel's SM loads had slowed attention beside them); the kernel copy
-// for the rest (HIP, calls not captured, experts moved since the capture).
 #include "libaff/gpu/forward_impl.hpp"
-#include "kernels/copy_switch.hpp"
 #include "kernels/expert_stage.hpp"
 #include "kernels/router_topk.hpp"
 
@@ -68,68 +62,10 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
     a.slot_count = std::min(options.tiers.prefetch_experts, stage_slot_count);
     a.copy_blocks = options.tiers.prefetch_copy_blocks;
     a.counters = static_cast<std::uint32_t*>(t.prefetch_counters.data());
-    if (engine_copies(a.slot_count)) {
-        a.slot_expert = pred_slot_expert;
-        expert_stage_pick(a, s);
-        CopySwitchSelect sel;
-        sel.slot_expert = pred_slot_expert;
-        sel.slot_source = a.slot_source;
-        sel.snapshot = t.engine_snapshot.as<const std::uint8_t*>() + std::size_t(l) * E;
-        sel.slots = a.slot_count;
-        sel.none = static_cast<unsigned>(E);
-        sel.counter = a.counters + ExpertTiers::kPrefetchByEngine;
-        for (int i = 0; i < a.slot_count; ++i) sel.handles[i] = t.prefetch_stream.capture_switch(sel.none);
-        copy_switch_select(sel, s);
-        const auto from = t.engine_sources.begin() + std::ptrdiff_t(l) * E;
-        const std::vector<const void*> sources(from, from + E);
-        for (int i = 0; i < a.slot_count; ++i)
-            t.prefetch_stream.capture_switch_copies(sel.handles[i], a.slots + std::size_t(i) * a.slot_stride, sources, a.bytes);
-        expert_stage_copy(a, s);  // the slots the engine did not take (their sources left set)
-    } else {
-        expert_stage(a, s);
-    }
+    expert_stage(a, s);
     t.prefetch_join.record(t.prefetch_stream);
     t.prefetch_armed = true;
     prefetch_table = stage_table;
-}
-
-bool GpuModel::Impl::engine_copies(int slots) const {
-    return tiers && options.tiers.prefetch_copy_engine && tiers->engine_snapshot_taken && copy_switch_available() &&
-           slots >= 1 && slots <= kCopySwitchMaxSlots && tiers->prefetch_stream.capturing();
-}
-
-void GpuModel::Impl::refresh_engine_snapshot() {
-    if (!tiers || options.tiers.prefetch_experts <= 0 || !options.tiers.prefetch_copy_engine || !copy_switch_available() ||
-        tiers->ssd || tiers->pool.size() == 0)
-        return;
-    ExpertTiers& t = *tiers;
-    // Each move leaves at most two experts where the snapshot does not have them (the promoted
-    // one and its victim); those the kernel copies until the next snapshot, which costs the
-    // recapture of every decode graph: taken again once a 32nd of the pool (at least 64 moves)
-    // could be stale.
-    const std::uint64_t stale_moves = std::max<std::uint64_t>(64, std::uint64_t(t.plan.host_slots) / 32);
-    if (t.engine_snapshot_taken && t.moves - t.engine_snapshot_moves < stale_moves) return;
-    const std::size_t n = std::size_t(c.num_layers) * c.n_routed_experts;
-    const auto* pool_device = static_cast<const std::uint8_t*>(t.pool.device_data());
-    const auto* pool_host = static_cast<const std::uint8_t*>(t.pool.data());
-    std::vector<const std::uint8_t*> device(n, nullptr);
-    t.engine_sources.assign(n, nullptr);
-    for (int l = 0; l < c.num_layers; ++l)
-        for (int e = 0; e < c.n_routed_experts; ++e) {
-            const std::uint8_t* a = t.address(l, e);
-            if (!a || a < pool_device || a >= pool_device + t.pool.size()) continue;  // the slab's: never prefetched
-            const std::size_t k = std::size_t(l) * c.n_routed_experts + e;
-            device[k] = a;
-            t.engine_sources[k] = pool_host + (a - pool_device);
-        }
-    if (t.engine_snapshot.size() < n * sizeof(void*)) t.engine_snapshot = Buffer(n * sizeof(void*));
-    // On the model's stream: after the replays queued so far (which read the old snapshot),
-    // before the next; a pageable copy, so `device` may go once it returns.
-    stream.copy(t.engine_snapshot.data(), device.data(), n * sizeof(void*));
-    graphs.clear();  // captured against the old snapshot
-    t.engine_snapshot_taken = true;
-    t.engine_snapshot_moves = t.moves;
-    ++t.engine_snapshots;
 }
 
 }  // namespace aff::gpu

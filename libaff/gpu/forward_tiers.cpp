@@ -258,8 +258,6 @@ GpuTierReport GpuModel::tiers() const {
     r.prefetched_experts = t.prefetch_read[kStagedExperts];
     r.prefetch_left = t.prefetch_read[kInPlaceExperts];
     r.prefetch_hits = t.prefetch_read[ExpertTiers::kPrefetchHits];
-    r.prefetch_by_engine = t.prefetch_read[ExpertTiers::kPrefetchByEngine];
-    r.engine_snapshots = t.engine_snapshots;
     r.staged_experts = t.stage_read[kStagedExperts];
     r.staged_tiles = t.stage_read[kStagedTiles];
     r.in_place_experts = t.stage_read[kInPlaceExperts];
@@ -312,12 +310,10 @@ std::string GpuTierReport::summary() const {
     }
     if (prefetched_experts > 0) {
         std::snprintf(line, sizeof line,
-                      "; decode prefetch: %.2f pooled experts a token copied into HBM during attention (%.1f %% by the "
-                      "copy engine), %.1f %% of them "
+                      "; decode prefetch: %.2f pooled experts a token copied into HBM during attention, %.1f %% of them "
                       "routed to, %.2f predicted ones a token left on the bus; %.1f %% of expert reads from HBM (the slab "
                       "or prefetched)",
-                      double(prefetched_experts) * per_token, pct(prefetch_by_engine, prefetched_experts),
-                      pct(prefetch_hits, prefetched_experts),
+                      double(prefetched_experts) * per_token, pct(prefetch_hits, prefetched_experts),
                       double(prefetch_left) * per_token, pct(k.gpu_hits + prefetch_hits, k.accesses));
         s += line;
     }

@@ -7,16 +7,16 @@
 // its own) decodes batch 1 and 4 (graph replay, median of STEPS calls) alone, and while a
 // second thread keeps the bus busy with expert-sized copies from pinned host memory into HBM
 // (its own stream, back to back): expert_stage's copy kernel on 8, 16 and 32 blocks (the
-// prefetch's default is 16), the copy engine (Stream::copy), the same copy as the one memcpy
-// node of a captured graph, and as the body of a switch node set by copy_switch_select (the
-// decode prefetch's copy-engine path, kernels/copy_switch.hpp: does a body's memcpy still run
-// on the copy engine?), each graph launched back to back. Each row prints the step time,
+// prefetch's default is 16), the copy engine (Stream::copy) and the same copy as the one
+// memcpy node of a captured graph, launched back to back. (Commit 3341224 also measured the
+// memcpy as the body of a CUDA switch node chosen on the device, which a DMA prefetch inside
+// the decode graph would need: it is no DMA there, 5.2 x the step beside it at 42 GB/s;
+// tests/bench/RESULTS.md, session 17.) Each row prints the step time,
 // its ratio to the step alone (the bound: 1.00, no interference) and the copy's rate over the
 // mapped-read ceiling measured in the same run. Rounds alternate the order of the modes.
 //     copy_interference_bench CONTAINER.aff [STEPS]   (STEPS default 32)
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
-#include "kernels/copy_switch.hpp"
 #include "kernels/expert_stage.hpp"
 #endif
 
@@ -47,8 +47,7 @@ constexpr int kSources = 16;                   // distinct experts in the pinned
 constexpr int kRounds = 3;
 
 // One way of moving bytes: 0 = nothing, > 0 = expert_stage's kernel on that many blocks,
-// -1 = the copy engine, -2 = a graph of one memcpy node, -3 = a graph of copy_switch_select and
-// a switch node whose chosen body is that memcpy.
+// -1 = the copy engine, -2 = a graph of one memcpy node.
 struct Mode {
     const char* name;
     int blocks;
@@ -103,47 +102,16 @@ void keep_bus_busy(int device, const PinnedBuffer& src, int blocks, BusLoad& loa
     std::unique_ptr<StageCopy> stage;
     if (blocks > 0) stage = std::make_unique<StageCopy>(src, blocks);
     const auto* host = static_cast<const std::uint8_t*>(src.data());
-    // The graphs (-2, -3): expert 3 each launch. The switch's select clears the source it hands
-    // to the engine, so each launch first restores it from a copy.
+    // The graph (-2): one memcpy node, expert 3 each launch.
     Graph graph;
-    constexpr int kPick = 3;
-    const auto* device_view = static_cast<const std::uint8_t*>(src.device_data());
-    std::vector<const std::uint8_t*> snapshot(kSources);
-    std::vector<const void*> bodies(kSources);
-    for (int i = 0; i < kSources; ++i) {
-        snapshot[i] = device_view + std::size_t(i) * kExpertBytes;
-        bodies[i] = host + std::size_t(i) * kExpertBytes;
-    }
-    Buffer dsnap(sizeof(void*) * kSources), source(sizeof(void*)), source_copy(sizeof(void*)), pick(sizeof(std::int32_t));
-    if (blocks <= -2) {
-        upload(dsnap, snapshot.data(), sizeof(void*) * kSources);
-        upload(source_copy, &snapshot[kPick], sizeof(void*));
-        const std::int32_t e = kPick;
-        upload(pick, &e, sizeof e);
-        graph.capture(s, [&] {
-            if (blocks == -2) {
-                s.copy(dst.data(), host + std::size_t(kPick) * kExpertBytes, kExpertBytes);
-                return;
-            }
-            s.copy(source.data(), source_copy.data(), sizeof(void*));
-            CopySwitchSelect sel;
-            sel.slot_expert = pick.as<std::int32_t>();
-            sel.slot_source = source.as<const std::uint8_t*>();
-            sel.snapshot = dsnap.as<const std::uint8_t*>();
-            sel.slots = 1;
-            sel.none = kSources;
-            sel.handles[0] = s.capture_switch(sel.none);
-            copy_switch_select(sel, s.handle());
-            s.capture_switch_copies(sel.handles[0], dst.data(), bodies, kExpertBytes);
-        });
-    }
+    if (blocks == -2) graph.capture(s, [&] { s.copy(dst.data(), host + 3 * kExpertBytes, kExpertBytes); });
     auto t0 = std::chrono::steady_clock::now();
     bool first = true;
     for (int i = 0; !load.stop.load(); ++i) {
         for (int j = 0; j < 8; ++j) {
             const int k = (i * 8 + j) % kSources;
             if (stage) expert_stage(stage->args[k], s.handle());
-            else if (blocks <= -2) graph.launch(s);
+            else if (blocks == -2) graph.launch(s);
             else s.copy(dst.data(), host + std::size_t(k) * kExpertBytes, kExpertBytes);
         }
         s.synchronize();
@@ -201,12 +169,9 @@ int main(int argc, char** argv) {
         };
         for (int B : {1, kDecodeBatchMax}) step_ms(B);  // graph captures before any second thread runs
 
-        std::vector<Mode> modes = {{"alone", 0}, {"kernel, 8 blocks", 8}, {"kernel, 16 blocks", 16},
-                                         {"kernel, 32 blocks", 32}, {"copy engine", -1}};
-        if (copy_switch_available()) {
-            modes.push_back({"copy engine, a graph's memcpy node", -2});
-            modes.push_back({"copy engine, a switch node's body", -3});
-        }
+        const std::vector<Mode> modes = {{"alone", 0}, {"kernel, 8 blocks", 8}, {"kernel, 16 blocks", 16},
+                                         {"kernel, 32 blocks", 32}, {"copy engine", -1},
+                                         {"copy engine, a graph's memcpy node", -2}};
         struct Row {
             std::vector<double> ms[2], rate;
         };

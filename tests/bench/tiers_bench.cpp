@@ -24,8 +24,7 @@
 // Any of them with ":pfN" appended runs with the decode prefetch at N experts a layer
 // (GpuTierOptions::prefetch_experts, --expert-prefetch; without the suffix the default, 1);
 // ":pf0" is the prefetch off; ":pfNbB" also sets its copy's blocks (prefetch_copy_blocks, 0 a
-// full grid), and a trailing "e" copies by switch nodes' memcpys in captured steps on NVIDIA
-// (":pf1e"; GpuTierOptions::prefetch_copy_engine, off by default). TIERS_PROFILE set: each scenario's batch 1 also prints
+// full grid). TIERS_PROFILE set: each scenario's batch 1 also prints
 // GpuModel::profile_decode's op-class breakdown of one step (launches one by one). The prefetch's own figures (experts a token copied during
 // attention, the share the router chose) are printed per scenario; the floor stays the
 // routing's own bytes (a wrong prefetch's bytes are a cost the ratio shows).
@@ -114,7 +113,6 @@ struct Figures {
     double ms_token = 0, floor_ms_token = 0, gpu_hit = 0, pool_hit = 0, ssd_hit = 0, moves_token = 0, stall_ms_token = 0;
     double hbm_mb_token = 0, pool_mb_token = 0, ssd_mb_token = 0;
     double prefetched_token = 0, prefetch_used = 0;  // the decode prefetch: experts a token, % routed to
-    double prefetch_engine = 0;                       // % of them copied by the copy engine
 };
 
 // Counts the router's selections per (layer, expert), layer-major: the calibration profile.
@@ -255,16 +253,14 @@ int main(int argc, char** argv) {
                     f.prefetched_token = double(after.prefetched_experts - before.prefetched_experts) / tok;
                     const double copied = double(after.prefetched_experts - before.prefetched_experts);
                     f.prefetch_used = copied > 0 ? 100 * double(after.prefetch_hits - before.prefetch_hits) / copied : 0;
-                    f.prefetch_engine =
-                        copied > 0 ? 100 * double(after.prefetch_by_engine - before.prefetch_by_engine) / copied : 0;
                 }
                 std::printf("[%s] batch %d: %.3f ms a token (median call %.3f ms over %d after %d warm-up), floor %.3f ms "
                             "(HBM %.1f MB, pool %.1f MB, SSD %.1f MB a token), ratio %.2f; hits: GPU %.1f %%, host pool %.1f %%, "
                             "SSD %.1f %%; %.2f moves a token, mover stalls %.3f ms a token; prefetch %.2f experts a token, "
-                            "%.1f %% of them routed to, %.1f %% copied by the copy engine\n",
+                            "%.1f %% of them routed to\n",
                             label.c_str(), B, f.ms_token, median(ms), steps, warm, f.floor_ms_token, f.hbm_mb_token,
                             f.pool_mb_token, f.ssd_mb_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit,
-                            f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used, f.prefetch_engine);
+                            f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
                 all.push_back(f);
                 names.push_back(label + ", batch " + std::to_string(B));
                 if (B == 1 && std::getenv("TIERS_PROFILE")) {  // where the step's time goes (launches one by one)
@@ -318,10 +314,8 @@ int main(int argc, char** argv) {
         auto tier_options = [&](std::string variant) {
             GpuOptions t = o;
             // A ":pfN" suffix sets the decode prefetch (--expert-prefetch N; default 1), and
-            // ":pfNbB" its copy's blocks too (GpuTierOptions::prefetch_copy_blocks; 0 a full grid),
-            // a trailing "e" the switch nodes' copies (prefetch_copy_engine on: ":pf1e", ":pf1b16e").
+            // ":pfNbB" its copy's blocks too (GpuTierOptions::prefetch_copy_blocks; 0 a full grid).
             if (const std::size_t at = variant.rfind(":pf"); at != std::string::npos) {
-                if (variant.back() == 'e') t.tiers.prefetch_copy_engine = true;
                 t.tiers.prefetch_experts = std::atoi(variant.c_str() + at + 3);
                 if (const std::size_t b = variant.find('b', at + 3); b != std::string::npos)
                     t.tiers.prefetch_copy_blocks = std::atoi(variant.c_str() + b + 1);
@@ -380,15 +374,15 @@ int main(int argc, char** argv) {
                 measure(*bench::build_tier_model(m, t, label), label);
             }
         }
-        std::printf("\n%-34s %9s %9s %7s %8s %8s %8s %8s %9s %7s %7s %7s\n", "scenario", "ms/token", "floor ms", "ratio", "GPU hit",
-                    "pool hit", "SSD hit", "moves/t", "stall ms", "pf/t", "pf used", "pf DMA");
+        std::printf("\n%-34s %9s %9s %7s %8s %8s %8s %8s %9s %7s %7s\n", "scenario", "ms/token", "floor ms", "ratio", "GPU hit",
+                    "pool hit", "SSD hit", "moves/t", "stall ms", "pf/t", "pf used");
         double worst = 0;
         for (std::size_t i = 0; i < all.size(); ++i) {
             const Figures& f = all[i];
             worst = std::max(worst, f.ms_token / f.floor_ms_token);
-            std::printf("%-34s %9.3f %9.3f %7.2f %7.1f%% %7.1f%% %7.1f%% %8.2f %9.3f %7.2f %6.1f%% %6.1f%%\n", names[i].c_str(),
+            std::printf("%-34s %9.3f %9.3f %7.2f %7.1f%% %7.1f%% %7.1f%% %8.2f %9.3f %7.2f %6.1f%%\n", names[i].c_str(),
                         f.ms_token, f.floor_ms_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit,
-                        f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used, f.prefetch_engine);
+                        f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
         }
         std::printf("figure: worst ratio to the floor %.2f (goal <= 1.2); ceilings HBM %.3f TB/s, mapped read %.2f GB/s, O_DIRECT %.2f GB/s\n",
                     worst, hbm / 1e12, pcie / 1e9, ssd_rate / 1e9);

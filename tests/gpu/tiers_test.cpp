@@ -31,18 +31,13 @@
 // The decode prefetch (GpuTierOptions::prefetch_experts, on by default at 1: every tiered case
 // above runs it) copies predicted pooled experts into HBM during attention: with it off, at 1,
 // 2 and 3 (and 3 with the copy on a full grid rather than the throttled default), the logits
-// stay bit-identical; its counters agree with the script (rows in tiers_on). With the
-// switch-node copies on (GpuTierOptions::prefetch_copy_engine, off by default; kernels/
-// copy_switch.hpp) captured steps on NVIDIA copy by memcpy nodes: with nothing moving every
-// prefetched expert, with the mover only those the pool snapshot still places right (the rest
-// by the kernel); logits the same.
+// stay bit-identical; its counters agree with the script (rows in tiers_on).
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
 #include "device_test.hpp"
 #include "tier_run.hpp"
 #include "wide_container.hpp"
 
-#include "kernels/copy_switch.hpp"
 #include "libaff/checkpoint/checkpoint.hpp"
 #include "libaff/container/container.hpp"
 #include "libaff/core/error.hpp"
@@ -118,7 +113,6 @@ struct Config {
     bool every_call = false;  // the mover must move after every call (demand on one slot: each dispatch misses)
     int prefetch = 1;         // GpuTierOptions::prefetch_experts (the default)
     int copy_blocks = aff::gpu::GpuTierOptions{}.prefetch_copy_blocks;  // its copy's blocks (0: a full grid)
-    bool copy_engine = false;  // GpuTierOptions::prefetch_copy_engine (captured steps on NVIDIA)
 };
 
 void tiers_on(const std::string& label, const std::string& path, const std::vector<Config>& configs, std::vector<Row>& rows) {
@@ -152,7 +146,6 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             o.tiers.heat = eager_heat();  // the heat cases' moves (device_test.hpp says why)
             o.tiers.prefetch_experts = cf.prefetch;
             o.tiers.prefetch_copy_blocks = cf.copy_blocks;
-            o.tiers.prefetch_copy_engine = cf.copy_engine;
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const Run got = run(g, sc, false);
@@ -176,11 +169,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             if (std::string(cf.strategy) == "static") add(rows, "tiers", what + ": moves", double(r.moves), 0.0);
             if (std::string(cf.strategy) == "demand" && slots > 0 && slots < experts)
                 add(rows, "tiers", what + ": demand moved nothing (1 = none)", r.moves > 0 ? 0.0 : 1.0, 0.0);
-            // Each snapshot of the pool the copy engine's switches are captured against drops the
-            // decode graphs (forward_prefetch.cpp): one recapture each after the first step's.
-            const std::uint64_t later_snapshots = r.engine_snapshots > 0 ? r.engine_snapshots - 1 : 0;
-            add(rows, "tiers", what + ": |decode graphs captured after the first step - later pool snapshots|",
-                double(std::llabs(std::int64_t(got.recaptures) - std::int64_t(later_snapshots))), 0.0);
+            add(rows, "tiers", what + ": decode graphs captured after the first step", double(got.recaptures), 0.0);
             // The decode prefetch (forward_prefetch.cpp) runs in the decode steps only (the prompt
             // and the chunk are longer than kDecodeTokens), at most `prefetch` experts a layer, only
             // where the pool holds some. With no slab every predicted expert is pooled: exactly
@@ -204,17 +193,6 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
                     r.prefetched_experts > most ? double(r.prefetched_experts - most) : 0.0, 0.0);
                 add(rows, "tiers", what + ": prefetch hits over prefetched",
                     r.prefetch_hits > r.prefetched_experts ? double(r.prefetch_hits - r.prefetched_experts) : 0.0, 0.0);
-                // The copy engine (kernels/copy_switch.hpp) copies in captured decode steps on
-                // NVIDIA (every step here is one; the prompt and chunk prefetch nothing) the
-                // experts still where the snapshot has them: with nothing moving, all of them.
-                const bool engine = cf.copy_engine && aff::gpu::copy_switch_available();
-                if (!engine || cf.prefetch == 0)
-                    add(rows, "tiers", what + ": copied by the engine with it off or unavailable", double(r.prefetch_by_engine), 0.0);
-                else if (std::string(cf.strategy) == "static")
-                    add(rows, "tiers", what + ": |copied by the engine - prefetched| (nothing moves)",
-                        double(std::llabs(std::int64_t(r.prefetch_by_engine) - std::int64_t(r.prefetched_experts))), 0.0);
-                add(rows, "tiers", what + ": copied by the engine over prefetched",
-                    r.prefetch_by_engine > r.prefetched_experts ? double(r.prefetch_by_engine - r.prefetched_experts) : 0.0, 0.0);
                 if (std::all_of(c.hash_routed.begin(), c.hash_routed.begin() + c.num_layers, [](bool h) { return h; }))
                     add(rows, "tiers", what + ": hash layers only: |prefetch hits - prefetched|",
                         double(std::llabs(std::int64_t(r.prefetch_hits) - std::int64_t(r.prefetched_experts))), 0.0);
@@ -451,8 +429,6 @@ AFF_DEVICE_TEST("tiers") {
                  {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
                   {"no slab", 0, "static"}, {"no slab, prefetch 3", 0, "static", false, 3},
                   {"no slab, prefetch 3, full-grid copy", 0, "static", false, 3, 0},
-                  {"no slab, prefetch 3, switch-node copies", 0, "static", false, 3, 16, true},
-                  {"half, heat, switch-node copies", 16, "heat", false, 1, 16, true},
                   {"half, prefetch off", 16, "static", false, 0}},
                  rows);
         staging_on("V4 geometry 2x16", geo, true, rows);
