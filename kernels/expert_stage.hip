@@ -2,9 +2,10 @@
 // one block, a thread an expert; an expert's slot is its rank among the candidates by job count
 // (more jobs first, then the lower id), so the busiest get the slots whatever the launch order,
 // and the slot an expert lands in never changes a value (the bytes are the same). The copy: a
-// grid of (shares of an extent, slots); each thread keeps four independent 16-byte loads in
-// flight, as the streaming read that measures the bus ceiling does (kernels/stream_read.hip),
-// so a block has 16 KiB in flight and the number of blocks sets the bytes queued on the bus.
+// grid of (shares of an extent, slots); each thread keeps copy_depth (4 or 8) independent
+// 16-byte loads in flight, four as the streaming read that measures the bus ceiling does
+// (kernels/stream_read.hip), so a block has 16 or 32 KiB in flight and the number of blocks
+// sets the bytes queued on the bus.
 // The decode prefetch's priorities (sums of rank weights in shared memory: integers, so the
 // order of the atomics does not matter) and its hit count (an expert counted at its first job).
 #include "kernels/expert_stage.hpp"
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(kPickThreads) expert_stage_pick_kernel(ExpertS
     if (a.counters && tid < kExpertStageCounters) dev::atomic_add(&a.counters[tid], sums[tid]);
 }
 
+template <int Depth>
 __global__ void __launch_bounds__(kCopyThreads)
     expert_stage_copy_kernel(const uint8_t* const* __restrict__ sources, uint8_t* __restrict__ slots, size_t stride,
                              size_t n16, size_t per) {
@@ -79,13 +81,12 @@ __global__ void __launch_bounds__(kCopyThreads)
     const uint4* from = reinterpret_cast<const uint4*>(src);
     uint4* to = reinterpret_cast<uint4*>(slots + static_cast<size_t>(dev::block_y()) * stride);
     size_t i = first + dev::thread_x();
-    for (; i + 3 * kCopyThreads < end; i += 4 * kCopyThreads) {
-        const uint4 w0 = dev::load_stream(from + i), w1 = dev::load_stream(from + i + kCopyThreads),
-                    w2 = dev::load_stream(from + i + 2 * kCopyThreads), w3 = dev::load_stream(from + i + 3 * kCopyThreads);
-        to[i] = w0;
-        to[i + kCopyThreads] = w1;
-        to[i + 2 * kCopyThreads] = w2;
-        to[i + 3 * kCopyThreads] = w3;
+    for (; i + (Depth - 1) * kCopyThreads < end; i += Depth * kCopyThreads) {
+        uint4 w[Depth];
+#pragma unroll
+        for (int d = 0; d < Depth; ++d) w[d] = dev::load_stream(from + i + d * kCopyThreads);
+#pragma unroll
+        for (int d = 0; d < Depth; ++d) to[i + d * kCopyThreads] = w[d];
     }
     for (; i < end; i += kCopyThreads) to[i] = dev::load_stream(from + i);
 }
@@ -153,6 +154,7 @@ void expert_stage(const ExpertStageArgs& a, void* stream) {
         throw_argument("expert_stage", "bytes must be a positive multiple of 16 within 16-byte aligned slots");
     if (a.slot_count > 65535) throw_argument("expert_stage", "at most 65535 slots");
     if (a.copy_blocks < 0) throw_argument("expert_stage", "copy_blocks must be 0 or positive");
+    if (a.copy_depth != 4 && a.copy_depth != 8) throw_argument("expert_stage", "copy_depth must be 4 or 8");
     const hipStream_t s = static_cast<hipStream_t>(stream);
     expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, s>>>(a);
     AFF_GPU_CHECK(hipGetLastError());
@@ -161,8 +163,11 @@ void expert_stage(const ExpertStageArgs& a, void* stream) {
     const unsigned chunks = static_cast<unsigned>((a.bytes + kChunk - 1) / kChunk);
     const unsigned blocks = a.copy_blocks > 0 ? std::min(chunks, static_cast<unsigned>(a.copy_blocks)) : chunks;
     const std::size_t per = (n16 + blocks - 1) / blocks;
-    expert_stage_copy_kernel<<<dim3(blocks, static_cast<unsigned>(a.slot_count)), dim3(kCopyThreads), 0, s>>>(
-        a.slot_source, a.slots, a.slot_stride, n16, per);
+    const dim3 grid(blocks, static_cast<unsigned>(a.slot_count));
+    if (a.copy_depth == 8)
+        expert_stage_copy_kernel<8><<<grid, dim3(kCopyThreads), 0, s>>>(a.slot_source, a.slots, a.slot_stride, n16, per);
+    else
+        expert_stage_copy_kernel<4><<<grid, dim3(kCopyThreads), 0, s>>>(a.slot_source, a.slots, a.slot_stride, n16, per);
     AFF_GPU_CHECK(hipGetLastError());
 }
 

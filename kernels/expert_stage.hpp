@@ -45,6 +45,10 @@ struct ExpertStageArgs {
     // few enough bytes in flight that the attention kernels beside it keep their SMs' memory
     // queues; GpuTierOptions::prefetch_copy_blocks). The bytes copied are the same either way.
     int copy_blocks = 0;
+    // 16-byte loads each copy thread keeps in flight: 4 (a block 16 KiB) or 8 (32 KiB: as many
+    // bytes on the bus from half the blocks, so fewer multiprocessors share their queues with
+    // the kernels beside the copy; tests/bench/copy_interference_bench.cpp).
+    int copy_depth = 4;
     const std::uint8_t** stage_table = nullptr;  // out [experts]: the table the GEMMs read (device)
     const std::uint8_t** slot_source = nullptr;  // scratch [max(1, slot_count)] (device)
     std::uint32_t* counters = nullptr;           // [kExpertStageCounters] (device), added to; null: none

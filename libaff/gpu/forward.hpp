@@ -137,6 +137,11 @@ struct GpuTierOptions {
     // the bus busy (the MoE waits for the copy); 16 (256 KiB in flight) was the fastest at
     // V4 geometry, 24 and 32 no faster (tests/bench/RESULTS.md, session 16).
     int prefetch_copy_blocks = 16;
+    // Loads in flight per copy thread (ExpertStageArgs::copy_depth: 4 or 8). 8 on 8 or 12
+    // blocks moved as much beside a little less interference (copy_interference_bench: 1.09 x
+    // against 1.14 x), but the tiered step did not change (24 GiB batch 1: 4.26 against 4.29 ms;
+    // tests/bench/RESULTS.md, session 17). Internal: tiers_bench's ":pfNbBdD".
+    int prefetch_copy_depth = 4;
 };
 
 // Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed

@@ -61,6 +61,7 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
     a.min_jobs = 1;
     a.slot_count = std::min(options.tiers.prefetch_experts, stage_slot_count);
     a.copy_blocks = options.tiers.prefetch_copy_blocks;
+    a.copy_depth = options.tiers.prefetch_copy_depth;
     a.counters = static_cast<std::uint32_t*>(t.prefetch_counters.data());
     expert_stage(a, s);
     t.prefetch_join.record(t.prefetch_stream);

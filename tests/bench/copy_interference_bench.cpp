@@ -7,7 +7,7 @@
 // its own) decodes batch 1 and 4 (graph replay, median of STEPS calls) alone, and while a
 // second thread keeps the bus busy with expert-sized copies from pinned host memory into HBM
 // (its own stream, back to back): expert_stage's copy kernel on 8, 16 and 32 blocks (the
-// prefetch's default is 16), the copy engine (Stream::copy) and the same copy as the one
+// prefetch's default is 16) of 4 loads in flight a thread and on 4, 8 and 12 of 8 (copy_depth), the copy engine (Stream::copy) and the same copy as the one
 // memcpy node of a captured graph, launched back to back. (Commit 3341224 also measured the
 // memcpy as the body of a CUDA switch node chosen on the device, which a DMA prefetch inside
 // the decode graph would need: it is no DMA there, 5.2 x the step beside it at 42 GB/s;
@@ -51,6 +51,7 @@ constexpr int kRounds = 3;
 struct Mode {
     const char* name;
     int blocks;
+    int depth = 4;  // the kernel's loads in flight per thread (ExpertStageArgs::copy_depth)
 };
 
 // The bytes a second thread copies while it runs, and for how long.
@@ -64,7 +65,7 @@ struct BusLoad {
 struct StageCopy {
     Buffer tables, counts, stage_table, slot_source, slot;
     std::vector<ExpertStageArgs> args;
-    StageCopy(const PinnedBuffer& src, int blocks) {
+    StageCopy(const PinnedBuffer& src, int blocks, int depth) {
         std::vector<const std::uint8_t*> t(kSources);
         const auto* base = static_cast<const std::uint8_t*>(src.device_data());
         for (int i = 0; i < kSources; ++i) t[i] = base + std::size_t(i) * kExpertBytes;
@@ -88,6 +89,7 @@ struct StageCopy {
             a.slot_count = 1;
             a.bytes = kExpertBytes;
             a.copy_blocks = blocks;
+            a.copy_depth = depth;
             a.stage_table = stage_table.as<const std::uint8_t*>();
             a.slot_source = slot_source.as<const std::uint8_t*>();
             args.push_back(a);
@@ -95,12 +97,12 @@ struct StageCopy {
     }
 };
 
-void keep_bus_busy(int device, const PinnedBuffer& src, int blocks, BusLoad& load) {
+void keep_bus_busy(int device, const PinnedBuffer& src, int blocks, int depth, BusLoad& load) {
     use_device(device);
     Stream s;
     Buffer dst(kExpertBytes);
     std::unique_ptr<StageCopy> stage;
-    if (blocks > 0) stage = std::make_unique<StageCopy>(src, blocks);
+    if (blocks > 0) stage = std::make_unique<StageCopy>(src, blocks, depth);
     const auto* host = static_cast<const std::uint8_t*>(src.data());
     // The graph (-2): one memcpy node, expert 3 each launch.
     Graph graph;
@@ -170,7 +172,9 @@ int main(int argc, char** argv) {
         for (int B : {1, kDecodeBatchMax}) step_ms(B);  // graph captures before any second thread runs
 
         const std::vector<Mode> modes = {{"alone", 0}, {"kernel, 8 blocks", 8}, {"kernel, 16 blocks", 16},
-                                         {"kernel, 32 blocks", 32}, {"copy engine", -1},
+                                         {"kernel, 32 blocks", 32}, {"kernel, 4 blocks of depth 8", 4, 8},
+                                         {"kernel, 8 blocks of depth 8", 8, 8}, {"kernel, 12 blocks of depth 8", 12, 8},
+                                         {"copy engine", -1},
                                          {"copy engine, a graph's memcpy node", -2}};
         struct Row {
             std::vector<double> ms[2], rate;
@@ -182,7 +186,7 @@ int main(int argc, char** argv) {
                 BusLoad load;
                 std::thread t;
                 if (modes[m].blocks != 0) {
-                    t = std::thread(keep_bus_busy, 0, std::cref(src), modes[m].blocks, std::ref(load));
+                    t = std::thread(keep_bus_busy, 0, std::cref(src), modes[m].blocks, modes[m].depth, std::ref(load));
                     while (!load.started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 }
                 rows[m].ms[0].push_back(step_ms(1));
@@ -205,7 +209,7 @@ int main(int argc, char** argv) {
             std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n", modes[m].name, b1, b1 / alone1, b4,
                         b4 / alone4, rate / 1e9, rate / pcie);
         }
-        const double k16 = bench::median(rows[2].ms[0]) / alone1, dma = bench::median(rows[4].ms[0]) / alone1;
+        const double k16 = bench::median(rows[2].ms[0]) / alone1, dma = bench::median(rows[7].ms[0]) / alone1;
         std::printf("\nfigure: batch-1 step beside the copy engine %.3f x alone (the prefetch's kernel on 16 blocks: %.3f x)\n",
                     dma, k16);
         std::printf("bound: 1.000 (no interference)\n");

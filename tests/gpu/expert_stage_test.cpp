@@ -23,7 +23,7 @@
 // an empty SSD range, and no bus-read expert at all. Random cases (against the twin): extents of
 // several 64 KiB copy blocks and a partial one, ties in the counts, 1024 experts (the limit),
 // one expert, null counters; the throttled copy (copy_blocks 1, 3, 8 and more than the 64 KiB
-// chunks) over that extent. Refusals: the launcher's argument checks (unsupported errors).
+// chunks; 1, 3 and 8 at copy_depth 8) over that extent. Refusals: the launcher's argument checks (unsupported errors).
 // Then the decode prefetch's priorities and hits kernels (prefetch_kernels says how).
 #include "device_test.hpp"
 
@@ -65,6 +65,7 @@ struct Case {
     bool ssd_range = true;     // false: range 1 empty (lo = hi = null), as without SSD experts
     bool counters = true;      // false: null counters
     int copy_blocks = 0;       // ExpertStageArgs::copy_blocks (0: one a 64 KiB chunk)
+    int copy_depth = 4;        // ExpertStageArgs::copy_depth (loads in flight a thread)
     std::optional<std::vector<int>> want;  // worked out by hand: the staged experts in slot order
     std::optional<Counters> want_counters;  // ... and the counters one launch adds
 };
@@ -183,6 +184,7 @@ void run_case(const Case& k, std::vector<Row>& rows) {
     a.slot_count = k.slots;
     a.bytes = k.bytes;
     a.copy_blocks = k.copy_blocks;
+    a.copy_depth = k.copy_depth;
     a.stage_table = stage_table.as<const std::uint8_t*>();
     a.slot_source = slot_source.as<const std::uint8_t*>();
     a.counters = k.counters ? counters.as<std::uint32_t>() : nullptr;
@@ -387,6 +389,7 @@ void refusals(std::vector<Row>& rows) {
     refused("bytes over the slot stride", [](auto& a) { a.bytes = 2048; });
     refused("65536 slots", [](auto& a) { a.slot_count = 65536; });
     refused("copy_blocks -1", [](auto& a) { a.copy_blocks = -1; });
+    refused("copy_depth 6", [](auto& a) { a.copy_depth = 6; });
     s.synchronize();
 }
 
@@ -517,6 +520,14 @@ AFF_DEVICE_TEST("expert_stage") {
         random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks),
                                      64, multi, 1, 6));
         random.back().copy_blocks = blocks;
+    }
+    // 8 loads in flight a thread (copy_depth 8): the unrolled loop and its tail, 1, 3 and 8 blocks.
+    for (int blocks : {1, 3, 8}) {
+        random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks) +
+                                         ", copy_depth 8",
+                                     64, multi, 1, 6));
+        random.back().copy_blocks = blocks;
+        random.back().copy_depth = 8;
     }
     for (const Case& k : random) {
         try {
