@@ -21,6 +21,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,6 +104,46 @@ inline double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
 }
+
+// The all-resident decode benchmarks' sequences (decode_bench, copy_interference_bench):
+// kDecodeBatchMax of them, each after a prompt of `prompt` tokens, with a next token each, all
+// drawn uniformly from the vocabulary (seed 7: the same inputs every run).
+struct DecodeBatch {
+    std::vector<GpuDecodeState> states;
+    std::vector<GpuDecodeState*> ptrs;  // into states
+    std::vector<std::int32_t> next;
+
+    DecodeBatch(GpuModel& g, int prompt) {
+        std::mt19937 rng(7);
+        std::uniform_int_distribution<int> tok(0, g.config().vocab_size - 1);
+        for (int i = 0; i < kDecodeBatchMax; ++i) states.push_back(g.new_state());
+        for (auto& s : states) ptrs.push_back(&s);
+        std::vector<std::int32_t> p(static_cast<std::size_t>(prompt));
+        next.resize(kDecodeBatchMax);
+        for (int i = 0; i < kDecodeBatchMax; ++i) {
+            for (auto& t : p) t = tok(rng);
+            g.forward(states[i], p, false);
+            next[i] = tok(rng);
+        }
+    }
+    DecodeBatch(const DecodeBatch&) = delete;
+    DecodeBatch& operator=(const DecodeBatch&) = delete;
+
+    // ms of one decode call of the first B sequences (wall clock of GpuModel::decode: uploads,
+    // the graph replay, the logits back), the median of `steps` after `warmup` untimed calls.
+    double step_ms(GpuModel& g, int B, int steps, int warmup) {
+        const std::span<GpuDecodeState* const> seqs(ptrs.data(), B);
+        const std::span<const std::int32_t> toks(next.data(), B);
+        for (int w = 0; w < warmup; ++w) g.decode(seqs, toks);
+        std::vector<double> ms;
+        for (int s = 0; s < steps; ++s) {
+            const auto a = std::chrono::steady_clock::now();
+            g.decode(seqs, toks);
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+        }
+        return median(ms);
+    }
+};
 
 // V4-Flash's 43 layers by attention kind (model doc §1.2), indexed by aff::AttentionKind.
 inline constexpr int kFlashLayers[3] = {2, 21, 20};

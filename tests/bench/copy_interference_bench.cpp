@@ -18,6 +18,7 @@
 #if defined(AFF_HAVE_GPU)
 #include "bench_model.hpp"
 #include "kernels/expert_stage.hpp"
+#include "libaff/gpu/host_copy.hpp"
 #endif
 
 #include <algorithm>
@@ -26,7 +27,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,14 +66,9 @@ struct StageCopy {
     Buffer tables, counts, stage_table, slot_source, slot;
     std::vector<ExpertStageArgs> args;
     StageCopy(const PinnedBuffer& src, int blocks, int depth) {
-        std::vector<const std::uint8_t*> t(kSources);
         const auto* base = static_cast<const std::uint8_t*>(src.device_data());
-        for (int i = 0; i < kSources; ++i) t[i] = base + std::size_t(i) * kExpertBytes;
-        tables = Buffer(sizeof(void*) * kSources);
-        upload(tables, t.data(), sizeof(void*) * kSources);
-        const std::int32_t one = 1;
-        counts = Buffer(sizeof(std::int32_t));
-        upload(counts, &one, sizeof(one));
+        tables = expert_table(base, kExpertBytes, kSources);
+        counts = to_device(std::vector<std::int32_t>{1});
         stage_table = Buffer(sizeof(void*));
         slot_source = Buffer(sizeof(void*));
         slot = Buffer(kExpertBytes);
@@ -146,29 +141,8 @@ int main(int argc, char** argv) {
         PinnedBuffer src(kExpertBytes * kSources);
         std::fill_n(static_cast<unsigned char*>(src.data()), src.size(), 0x5a);
 
-        std::mt19937 rng(7);
-        std::uniform_int_distribution<int> tok(0, g.config().vocab_size - 1);
-        std::vector<GpuDecodeState> states;
-        std::vector<GpuDecodeState*> ptrs;
-        for (int i = 0; i < kDecodeBatchMax; ++i) states.push_back(g.new_state());
-        for (auto& s : states) ptrs.push_back(&s);
-        std::vector<std::int32_t> prompt(16), next(kDecodeBatchMax);
-        for (int i = 0; i < kDecodeBatchMax; ++i) {
-            for (auto& t : prompt) t = tok(rng);
-            g.forward(states[i], prompt, false);
-            next[i] = tok(rng);
-        }
-        auto step_ms = [&](int B) {
-            const std::span<GpuDecodeState* const> seqs(ptrs.data(), B);
-            const std::span<const std::int32_t> toks(next.data(), B);
-            std::vector<double> ms;
-            for (int s = 0; s < steps; ++s) {
-                const auto a = std::chrono::steady_clock::now();
-                g.decode(seqs, toks);
-                ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-            }
-            return bench::median(ms);
-        };
+        bench::DecodeBatch batch(g, 16);
+        auto step_ms = [&](int B) { return batch.step_ms(g, B, steps, 0); };
         for (int B : {1, kDecodeBatchMax}) step_ms(B);  // graph captures before any second thread runs
 
         const std::vector<Mode> modes = {{"alone", 0}, {"kernel, 8 blocks", 8}, {"kernel, 16 blocks", 16},

@@ -35,7 +35,6 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -141,33 +140,16 @@ int main(int argc, char** argv) {
         const bench::BenchModel model = bench::load_bench_model(path, pool, 4096, gpus);
         GpuModel& g = *model.gpu;
         const aff::ModelConfig& c = g.config();
-        const int L = c.num_layers, V = c.vocab_size;
+        const int L = c.num_layers;
 
-        std::mt19937 rng(7);
-        std::uniform_int_distribution<int> tok(0, V - 1);
-        std::vector<GpuDecodeState> states;
-        std::vector<GpuDecodeState*> ptrs;
-        for (int i = 0; i < kDecodeBatchMax; ++i) states.push_back(g.new_state());
-        for (auto& s : states) ptrs.push_back(&s);
-        std::vector<std::int32_t> prompt(kPrompt), next(kDecodeBatchMax);
-        for (int i = 0; i < kDecodeBatchMax; ++i) {
-            for (auto& t : prompt) t = tok(rng);
-            g.forward(states[i], prompt, false);
-            next[i] = tok(rng);
-        }
+        bench::DecodeBatch batch(g, kPrompt);
+        std::vector<GpuDecodeState>& states = batch.states;
+        std::vector<GpuDecodeState*>& ptrs = batch.ptrs;
+        const std::vector<std::int32_t>& next = batch.next;
         // ms of one decode call of B sequences over `layers` layers (median of `steps`).
         auto step_ms = [&](int B, int layers) {
             g.set_max_layers(layers);
-            const std::span<GpuDecodeState* const> seqs(ptrs.data(), B);
-            const std::span<const std::int32_t> toks(next.data(), B);
-            for (int w = 0; w < 3; ++w) g.decode(seqs, toks);  // capture, warm-up
-            std::vector<double> ms;
-            for (int s = 0; s < steps; ++s) {
-                const auto a = std::chrono::steady_clock::now();
-                g.decode(seqs, toks);
-                ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-            }
-            return median(ms);
+            return batch.step_ms(g, B, steps, 3);  // 3 untimed: the capture, warm-up
         };
 
         auto trace_cost = [&] {

@@ -39,6 +39,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace aff::gpu::test;
@@ -515,19 +516,14 @@ AFF_DEVICE_TEST("expert_stage") {
         random_case("random 1024 experts, min 65 jobs, 1024 slots", aff::gpu::kExpertStageMaxExperts, 256, kTile + 1, 1024),
     };
     // The decode prefetch's throttled copy (copy_blocks): one block for a whole extent, 3 with
-    // uneven shares, 8, and more blocks than the extent has 64 KiB chunks (3).
-    for (int blocks : {1, 3, 8, 50}) {
-        random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks),
-                                     64, multi, 1, 6));
-        random.back().copy_blocks = blocks;
-    }
-    // 8 loads in flight a thread (copy_depth 8): the unrolled loop and its tail, 1, 3 and 8 blocks.
-    for (int blocks : {1, 3, 8}) {
+    // uneven shares, 8, and more blocks than the extent has 64 KiB chunks (3); then 8 loads in
+    // flight a thread (copy_depth 8: the unrolled loop and its tail) on 1, 3 and 8 blocks.
+    for (const auto& [blocks, depth] : std::vector<std::pair<int, int>>{{1, 4}, {3, 4}, {8, 4}, {50, 4}, {1, 8}, {3, 8}, {8, 8}}) {
         random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks) +
-                                         ", copy_depth 8",
+                                         (depth == 4 ? "" : ", copy_depth " + std::to_string(depth)),
                                      64, multi, 1, 6));
         random.back().copy_blocks = blocks;
-        random.back().copy_depth = 8;
+        random.back().copy_depth = depth;
     }
     for (const Case& k : random) {
         try {
