@@ -5,12 +5,14 @@
 // grid of (shares of an extent, slots); each thread keeps copy_depth (4 or 8) independent
 // 16-byte loads in flight, four as the streaming read that measures the bus ceiling does
 // (kernels/stream_read.hip), so a block has 16 or 32 KiB in flight and the number of blocks
-// sets the bytes queued on the bus.
+// sets the bytes queued on the bus; or, with copy_bulk, the bulk copy (one thread and the TMA
+// unit a block, copy_depth chunks of copy_chunk_kib in flight).
 // The decode prefetch's priorities (sums of rank weights in shared memory: integers, so the
 // order of the atomics does not matter) and its hit count (an expert counted at its first job).
 #include "kernels/expert_stage.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "kernels/check.hpp"
 #include "kernels/device_common.hpp"
@@ -91,6 +93,87 @@ __global__ void __launch_bounds__(kCopyThreads)
     for (; i < end; i += kCopyThreads) to[i] = dev::load_stream(from + i);
 }
 
+// The bulk copy (ExpertStageArgs::copy_bulk): thread 0 of a block walks its share in chunks of
+// `chunk` bytes through a ring of Depth chunks in shared memory, a load (global to shared,
+// completing on the chunk's mbarrier) and a store (shared to global, a bulk group) each; a
+// chunk's buffer is loaded again only after the store that read it has read it (wait_group.read),
+// so Depth loads stay in flight. Parity: the u-th use of a buffer completes its barrier's phase u.
+// The SM runs one thread and the TMA unit: no load slots held, which is the point. Built for
+// sm_90 and later only; expert_stage launches it only where it was (bulk_copy_built).
+constexpr std::size_t kBulkChunkMax = 16u << 10;  // the largest ExpertStageArgs::copy_chunk_kib
+constexpr int kBulkThreads = 32;
+
+#if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define AFF_EXPERT_STAGE_BULK 1
+__device__ inline unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ inline void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ inline void bulk_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    }
+}
+#endif
+
+template <int Depth>
+__global__ void __launch_bounds__(kBulkThreads)
+    expert_stage_bulk_kernel(const uint8_t* const* __restrict__ sources, uint8_t* __restrict__ slots, size_t stride,
+                             size_t bytes, size_t per, unsigned chunk) {
+    const uint8_t* src = sources[dev::block_y()];
+    if (!src) return;
+    const size_t first = static_cast<size_t>(dev::block_x()) * per;  // per and chunk: multiples of 16
+    const size_t end = first + per < bytes ? first + per : bytes;
+    if (first >= end) return;
+    uint8_t* dst = slots + static_cast<size_t>(dev::block_y()) * stride;
+#if defined(AFF_EXPERT_STAGE_BULK)
+    extern __shared__ __align__(128) uint8_t ring[];  // Depth chunks
+    __shared__ __align__(8) unsigned long long full[Depth];
+    if (dev::thread_x() != 0) return;
+    for (int d = 0; d < Depth; ++d)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[d])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    const size_t chunks = (end - first + chunk - 1) / chunk;
+    auto chunk_bytes = [&](size_t c) {
+        const size_t at = first + c * chunk;
+        return static_cast<unsigned>(end - at < chunk ? end - at : chunk);
+    };
+    auto load = [&](size_t c) {
+        const int b = static_cast<int>(c % Depth);
+        bulk_load(shared_address(ring + b * chunk), src + first + c * chunk, chunk_bytes(c), shared_address(&full[b]));
+    };
+    for (size_t c = 0; c < chunks && c < static_cast<size_t>(Depth); ++c) load(c);
+    for (size_t c = 0; c < chunks; ++c) {
+        const int b = static_cast<int>(c % Depth);
+        bulk_wait(shared_address(&full[b]), static_cast<unsigned>((c / Depth) & 1));
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst + first + c * chunk),
+                     "r"(shared_address(ring + b * chunk)), "r"(chunk_bytes(c))
+                     : "memory");
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        if (c + Depth < chunks) {
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // buffer b read: reload it
+            load(c + Depth);
+        }
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // the slot written before the grid ends
+#else
+    // Not built for the bulk unit (expert_stage does not launch this then): the threads' copy.
+    const uint4* from = reinterpret_cast<const uint4*>(src);
+    uint4* to = reinterpret_cast<uint4*>(dst);
+    for (size_t i = first / 16 + dev::thread_x(); i < end / 16; i += kBulkThreads) to[i] = dev::load_stream(from + i);
+#endif
+}
+
 __global__ void __launch_bounds__(kPickThreads)
     expert_stage_priorities_kernel(const int32_t* ids, int jobs, int top_k, int experts, int32_t* counts) {
     __shared__ unsigned sums[kExpertStageMaxExperts];
@@ -120,6 +203,41 @@ __global__ void __launch_bounds__(kPickThreads)
     }
     dev::sync_block();
     if (tid == 0 && hits) dev::atomic_add(counter, hits);
+}
+
+// Whether expert_stage_bulk_kernel holds the bulk copy on this device (built for sm_90 or
+// later), asked of the runtime once per device: a build for older targets JIT-compiles the
+// fallback loop, which a bulk request must not get in place of the threads' wide copy.
+bool bulk_copy_built() {
+#if defined(AFF_GPU_IS_CUDA)
+    static std::atomic<unsigned long long> known{0}, built{0};
+    int dev = 0;
+    AFF_GPU_CHECK(cudaGetDevice(&dev));
+    const unsigned long long bit = 1ull << (dev & 63);
+    if (!(known.load() & bit)) {
+        cudaFuncAttributes attr{};
+        AFF_GPU_CHECK(cudaFuncGetAttributes(&attr, expert_stage_bulk_kernel<4>));
+        if (attr.binaryVersion >= 90) {
+            // The ring is over the default 48 KiB of dynamic shared memory: opt in, per function and device.
+            AFF_GPU_CHECK(cudaFuncSetAttribute(expert_stage_bulk_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(4 * kBulkChunkMax)));
+            AFF_GPU_CHECK(cudaFuncSetAttribute(expert_stage_bulk_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(8 * kBulkChunkMax)));
+            built.fetch_or(bit);
+        }
+        known.fetch_or(bit);
+    }
+    return built.load() & bit;
+#else
+    return false;
+#endif
+}
+
+template <int Depth>
+void launch_bulk(dim3 grid, std::size_t ring, hipStream_t s, const uint8_t* const* sources, uint8_t* slots,
+                 std::size_t stride, std::size_t bytes, std::size_t per, unsigned chunk) {
+    expert_stage_bulk_kernel<Depth><<<grid, dim3(kBulkThreads), ring, s>>>(sources, slots, stride, bytes, per, chunk);
+    AFF_GPU_CHECK(hipGetLastError());
 }
 
 }  // namespace
@@ -155,6 +273,8 @@ void expert_stage(const ExpertStageArgs& a, void* stream) {
     if (a.slot_count > 65535) throw_argument("expert_stage", "at most 65535 slots");
     if (a.copy_blocks < 0) throw_argument("expert_stage", "copy_blocks must be 0 or positive");
     if (a.copy_depth != 4 && a.copy_depth != 8) throw_argument("expert_stage", "copy_depth must be 4 or 8");
+    if (a.copy_chunk_kib != 4 && a.copy_chunk_kib != 8 && a.copy_chunk_kib != 16)
+        throw_argument("expert_stage", "copy_chunk_kib must be 4, 8 or 16");
     const hipStream_t s = static_cast<hipStream_t>(stream);
     expert_stage_pick_kernel<<<dim3(1), dim3(kPickThreads), 0, s>>>(a);
     AFF_GPU_CHECK(hipGetLastError());
@@ -164,6 +284,15 @@ void expert_stage(const ExpertStageArgs& a, void* stream) {
     const unsigned blocks = a.copy_blocks > 0 ? std::min(chunks, static_cast<unsigned>(a.copy_blocks)) : chunks;
     const std::size_t per = (n16 + blocks - 1) / blocks;
     const dim3 grid(blocks, static_cast<unsigned>(a.slot_count));
+    if (a.copy_bulk && bulk_copy_built()) {
+        const unsigned chunk = static_cast<unsigned>(a.copy_chunk_kib) << 10;
+        const std::size_t ring = std::size_t(a.copy_depth) * chunk;
+        if (a.copy_depth == 8)
+            launch_bulk<8>(grid, ring, s, a.slot_source, a.slots, a.slot_stride, a.bytes, per * 16, chunk);
+        else
+            launch_bulk<4>(grid, ring, s, a.slot_source, a.slots, a.slot_stride, a.bytes, per * 16, chunk);
+        return;
+    }
     if (a.copy_depth == 8)
         expert_stage_copy_kernel<8><<<grid, dim3(kCopyThreads), 0, s>>>(a.slot_source, a.slots, a.slot_stride, n16, per);
     else

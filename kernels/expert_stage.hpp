@@ -49,6 +49,15 @@ struct ExpertStageArgs {
     // bytes on the bus from half the blocks, so fewer multiprocessors share their queues with
     // the kernels beside the copy; tests/bench/copy_interference_bench.cpp).
     int copy_depth = 4;
+    // Hopper's bulk copies (cp.async.bulk through the TMA unit) instead of the threads' loads:
+    // one thread a block keeps copy_depth chunks of copy_chunk_kib (4, 8 or 16) in flight from
+    // the source into shared memory and on into the slot, so the copy holds no load slots of
+    // the SM it runs on (the threads' copy slows the kernels beside it through them; tests/
+    // bench/copy_interference_bench.cpp), only copy_depth x copy_chunk_kib of its shared memory.
+    // Where the kernel was not built for sm_90 or later (AMD, older NVIDIA), the threads' copy
+    // runs instead: the same bytes land either way.
+    bool copy_bulk = false;
+    int copy_chunk_kib = 16;
     const std::uint8_t** stage_table = nullptr;  // out [experts]: the table the GEMMs read (device)
     const std::uint8_t** slot_source = nullptr;  // scratch [max(1, slot_count)] (device)
     std::uint32_t* counters = nullptr;           // [kExpertStageCounters] (device), added to; null: none
@@ -56,8 +65,8 @@ struct ExpertStageArgs {
 
 // Two launches on `stream`: one block picks the experts, fills stage_table and slot_source and
 // adds to the counters; then a grid copies each picked expert's `bytes` into its slot (16-byte
-// loads; copy_blocks blocks a slot, or one a 64 KiB chunk; blocks of slots left empty return at
-// once).
+// loads, or bulk copies with copy_bulk; copy_blocks blocks a slot, or one a 64 KiB chunk; blocks
+// of slots left empty return at once).
 void expert_stage(const ExpertStageArgs& a, void* stream);
 
 // Decode steps (issue 17's prefetch, GpuModel::Impl::prefetch_predicted): the same pick and

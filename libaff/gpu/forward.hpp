@@ -142,6 +142,14 @@ struct GpuTierOptions {
     // against 1.14 x), but the tiered step did not change (24 GiB batch 1: 4.26 against 4.29 ms;
     // tests/bench/RESULTS.md, session 17). Internal: tiers_bench's ":pfNbBdD".
     int prefetch_copy_depth = 4;
+    // The copy by Hopper's bulk-copy unit (ExpertStageArgs::copy_bulk): one thread a block and
+    // the TMA, prefetch_copy_depth chunks of prefetch_copy_chunk_kib in flight a block; the
+    // threads' copy where the build has no sm_90 code. A third of the threads' copy's
+    // interference with the decode beside it at the same ~42 GB/s, but the tiered step did not
+    // change (24 GiB batch 1: 4.25-4.26 ms either way; at 2 experts a layer 1 % slower than the
+    // default; tests/bench/RESULTS.md, session 19). Internal: tiers_bench's ":pfNbBdDtK".
+    bool prefetch_copy_bulk = false;
+    int prefetch_copy_chunk_kib = 16;
 };
 
 // Where the draft layers' (the MTP layer's, or DSpark's stages') codebook-stored routed

@@ -62,6 +62,8 @@ void GpuModel::Impl::prefetch_predicted(int l, int n) {
     a.slot_count = std::min(options.tiers.prefetch_experts, stage_slot_count);
     a.copy_blocks = options.tiers.prefetch_copy_blocks;
     a.copy_depth = options.tiers.prefetch_copy_depth;
+    a.copy_bulk = options.tiers.prefetch_copy_bulk;
+    a.copy_chunk_kib = options.tiers.prefetch_copy_chunk_kib;
     a.counters = static_cast<std::uint32_t*>(t.prefetch_counters.data());
     expert_stage(a, s);
     t.prefetch_join.record(t.prefetch_stream);

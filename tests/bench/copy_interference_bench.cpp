@@ -7,7 +7,9 @@
 // its own) decodes batch 1 and 4 (graph replay, median of STEPS calls) alone, and while a
 // second thread keeps the bus busy with expert-sized copies from pinned host memory into HBM
 // (its own stream, back to back): expert_stage's copy kernel on 8, 16 and 32 blocks (the
-// prefetch's default is 16) of 4 loads in flight a thread and on 4, 8 and 12 of 8 (copy_depth), the copy engine (Stream::copy) and the same copy as the one
+// prefetch's default is 16) of 4 loads in flight a thread and on 4, 8 and 12 of 8 (copy_depth),
+// its bulk copy (copy_bulk: one thread and the TMA unit a block) on 1 to 16 blocks of 4 or 8
+// chunks of 4 to 16 KiB in flight, the copy engine (Stream::copy) and the same copy as the one
 // memcpy node of a captured graph, launched back to back. (Commit 3341224 also measured the
 // memcpy as the body of a CUDA switch node chosen on the device, which a DMA prefetch inside
 // the decode graph would need: it is no DMA there, 5.2 x the step beside it at 42 GB/s;
@@ -52,6 +54,8 @@ struct Mode {
     const char* name;
     int blocks;
     int depth = 4;  // the kernel's loads in flight per thread (ExpertStageArgs::copy_depth)
+    bool bulk = false;  // the kernel's bulk copy (ExpertStageArgs::copy_bulk): depth = chunks in flight a block
+    int chunk_kib = 16;  // its chunks (ExpertStageArgs::copy_chunk_kib)
 };
 
 // The bytes a second thread copies while it runs, and for how long.
@@ -65,7 +69,7 @@ struct BusLoad {
 struct StageCopy {
     Buffer tables, counts, stage_table, slot_source, slot;
     std::vector<ExpertStageArgs> args;
-    StageCopy(const PinnedBuffer& src, int blocks, int depth) {
+    StageCopy(const PinnedBuffer& src, const Mode& mode) {
         const auto* base = static_cast<const std::uint8_t*>(src.device_data());
         tables = expert_table(base, kExpertBytes, kSources);
         counts = to_device(std::vector<std::int32_t>{1});
@@ -83,8 +87,10 @@ struct StageCopy {
             a.slot_stride = kExpertBytes;
             a.slot_count = 1;
             a.bytes = kExpertBytes;
-            a.copy_blocks = blocks;
-            a.copy_depth = depth;
+            a.copy_blocks = mode.blocks;
+            a.copy_depth = mode.depth;
+            a.copy_bulk = mode.bulk;
+            a.copy_chunk_kib = mode.chunk_kib;
             a.stage_table = stage_table.as<const std::uint8_t*>();
             a.slot_source = slot_source.as<const std::uint8_t*>();
             args.push_back(a);
@@ -92,12 +98,13 @@ struct StageCopy {
     }
 };
 
-void keep_bus_busy(int device, const PinnedBuffer& src, int blocks, int depth, BusLoad& load) {
+void keep_bus_busy(int device, const PinnedBuffer& src, Mode mode, BusLoad& load) {
+    const int blocks = mode.blocks;
     use_device(device);
     Stream s;
     Buffer dst(kExpertBytes);
     std::unique_ptr<StageCopy> stage;
-    if (blocks > 0) stage = std::make_unique<StageCopy>(src, blocks, depth);
+    if (blocks > 0) stage = std::make_unique<StageCopy>(src, mode);
     const auto* host = static_cast<const std::uint8_t*>(src.data());
     // The graph (-2): one memcpy node, expert 3 each launch.
     Graph graph;
@@ -149,7 +156,16 @@ int main(int argc, char** argv) {
                                          {"kernel, 32 blocks", 32}, {"kernel, 4 blocks of depth 8", 4, 8},
                                          {"kernel, 8 blocks of depth 8", 8, 8}, {"kernel, 12 blocks of depth 8", 12, 8},
                                          {"copy engine", -1},
-                                         {"copy engine, a graph's memcpy node", -2}};
+                                         {"copy engine, a graph's memcpy node", -2},
+                                         {"bulk copy, 1 block of 8 chunks of 16 KiB", 1, 8, true},
+                                         {"bulk copy, 2 blocks of 4 x 16 KiB", 2, 4, true},
+                                         {"bulk copy, 2 blocks of 8 x 16 KiB", 2, 8, true},
+                                         {"bulk copy, 4 blocks of 4 x 16 KiB", 4, 4, true},
+                                         {"bulk copy, 4 blocks of 8 x 16 KiB", 4, 8, true},
+                                         {"bulk copy, 8 blocks of 8 x 4 KiB", 8, 8, true, 4},
+                                         {"bulk copy, 16 blocks of 8 x 4 KiB", 16, 8, true, 4},
+                                         {"bulk copy, 8 blocks of 4 x 8 KiB", 8, 4, true, 8},
+                                         {"bulk copy, 8 blocks of 8 x 8 KiB", 8, 8, true, 8}};
         struct Row {
             std::vector<double> ms[2], rate;
         };
@@ -160,7 +176,7 @@ int main(int argc, char** argv) {
                 BusLoad load;
                 std::thread t;
                 if (modes[m].blocks != 0) {
-                    t = std::thread(keep_bus_busy, 0, std::cref(src), modes[m].blocks, modes[m].depth, std::ref(load));
+                    t = std::thread(keep_bus_busy, 0, std::cref(src), modes[m], std::ref(load));
                     while (!load.started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 }
                 rows[m].ms[0].push_back(step_ms(1));

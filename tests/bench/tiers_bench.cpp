@@ -24,7 +24,9 @@
 // Any of them with ":pfN" appended runs with the decode prefetch at N experts a layer
 // (GpuTierOptions::prefetch_experts, --expert-prefetch; without the suffix the default, 1);
 // ":pf0" is the prefetch off; ":pfNbB" also sets its copy's blocks (prefetch_copy_blocks, 0 a
-// full grid), ":pfNbBdD" its loads in flight per thread (prefetch_copy_depth, 4 or 8). TIERS_PROFILE set: each scenario's batch 1 also prints
+// full grid), ":pfNbBdD" its loads in flight per thread (prefetch_copy_depth, 4 or 8),
+// ":pfNbBdDtK" the bulk copy (prefetch_copy_bulk; D its chunks of K KiB in flight a block,
+// prefetch_copy_chunk_kib, default 16). TIERS_PROFILE set: each scenario's batch 1 also prints
 // GpuModel::profile_decode's op-class breakdown of one step (launches one by one). The prefetch's own figures (experts a token copied during
 // attention, the share the router chose) are printed per scenario; the floor stays the
 // routing's own bytes (a wrong prefetch's bytes are a cost the ratio shows).
@@ -57,6 +59,7 @@
 #endif
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -315,13 +318,20 @@ int main(int argc, char** argv) {
             GpuOptions t = o;
             // A ":pfN" suffix sets the decode prefetch (--expert-prefetch N; default 1), and
             // ":pfNbB" its copy's blocks too (GpuTierOptions::prefetch_copy_blocks; 0 a full grid),
-            // ":pfNbBdD" the loads in flight per copy thread (prefetch_copy_depth, 4 or 8).
+            // ":pfNbBdD" the loads in flight per copy thread (prefetch_copy_depth, 4 or 8), a
+            // trailing 't' the bulk copy (prefetch_copy_bulk: depth = chunks in flight a block),
+            // 'tK' with chunks of K KiB (prefetch_copy_chunk_kib: 4, 8 or 16).
             if (const std::size_t at = variant.rfind(":pf"); at != std::string::npos) {
                 t.tiers.prefetch_experts = std::atoi(variant.c_str() + at + 3);
                 if (const std::size_t b = variant.find('b', at + 3); b != std::string::npos)
                     t.tiers.prefetch_copy_blocks = std::atoi(variant.c_str() + b + 1);
                 if (const std::size_t d = variant.find('d', at + 3); d != std::string::npos)
                     t.tiers.prefetch_copy_depth = std::atoi(variant.c_str() + d + 1);
+                if (const std::size_t k = variant.find('t', at + 3); k != std::string::npos) {
+                    t.tiers.prefetch_copy_bulk = true;
+                    if (std::isdigit(static_cast<unsigned char>(variant[k + 1])))
+                        t.tiers.prefetch_copy_chunk_kib = std::atoi(variant.c_str() + k + 1);
+                }
                 variant.resize(at);
             }
             const bool eager = variant.rfind("eager-", 0) == 0;

@@ -23,7 +23,8 @@
 // an empty SSD range, and no bus-read expert at all. Random cases (against the twin): extents of
 // several 64 KiB copy blocks and a partial one, ties in the counts, 1024 experts (the limit),
 // one expert, null counters; the throttled copy (copy_blocks 1, 3, 8 and more than the 64 KiB
-// chunks; 1, 3 and 8 at copy_depth 8) over that extent. Refusals: the launcher's argument checks (unsupported errors).
+// chunks; 1, 3 and 8 at copy_depth 8; the bulk copy on 1 to 50 blocks, chunks of 4, 8 and
+// 16 KiB) over that extent. Refusals: the launcher's argument checks (unsupported errors).
 // Then the decode prefetch's priorities and hits kernels (prefetch_kernels says how).
 #include "device_test.hpp"
 
@@ -67,6 +68,8 @@ struct Case {
     bool counters = true;      // false: null counters
     int copy_blocks = 0;       // ExpertStageArgs::copy_blocks (0: one a 64 KiB chunk)
     int copy_depth = 4;        // ExpertStageArgs::copy_depth (loads in flight a thread)
+    bool copy_bulk = false;    // ExpertStageArgs::copy_bulk (the TMA's bulk copies, depth chunks in flight)
+    int copy_chunk_kib = 16;   // ExpertStageArgs::copy_chunk_kib (their size)
     std::optional<std::vector<int>> want;  // worked out by hand: the staged experts in slot order
     std::optional<Counters> want_counters;  // ... and the counters one launch adds
 };
@@ -186,6 +189,8 @@ void run_case(const Case& k, std::vector<Row>& rows) {
     a.bytes = k.bytes;
     a.copy_blocks = k.copy_blocks;
     a.copy_depth = k.copy_depth;
+    a.copy_bulk = k.copy_bulk;
+    a.copy_chunk_kib = k.copy_chunk_kib;
     a.stage_table = stage_table.as<const std::uint8_t*>();
     a.slot_source = slot_source.as<const std::uint8_t*>();
     a.counters = k.counters ? counters.as<std::uint32_t>() : nullptr;
@@ -391,6 +396,7 @@ void refusals(std::vector<Row>& rows) {
     refused("65536 slots", [](auto& a) { a.slot_count = 65536; });
     refused("copy_blocks -1", [](auto& a) { a.copy_blocks = -1; });
     refused("copy_depth 6", [](auto& a) { a.copy_depth = 6; });
+    refused("copy_chunk_kib 12", [](auto& a) { a.copy_chunk_kib = 12; });
     s.synchronize();
 }
 
@@ -517,13 +523,29 @@ AFF_DEVICE_TEST("expert_stage") {
     };
     // The decode prefetch's throttled copy (copy_blocks): one block for a whole extent, 3 with
     // uneven shares, 8, and more blocks than the extent has 64 KiB chunks (3); then 8 loads in
-    // flight a thread (copy_depth 8: the unrolled loop and its tail) on 1, 3 and 8 blocks.
-    for (const auto& [blocks, depth] : std::vector<std::pair<int, int>>{{1, 4}, {3, 4}, {8, 4}, {50, 4}, {1, 8}, {3, 8}, {8, 8}}) {
-        random.push_back(random_case("random 64 experts of 143504 bytes, 6 slots, copy_blocks " + std::to_string(blocks) +
-                                         (depth == 4 ? "" : ", copy_depth " + std::to_string(depth)),
-                                     64, multi, 1, 6));
-        random.back().copy_blocks = blocks;
-        random.back().copy_depth = depth;
+    // flight a thread (copy_depth 8: the unrolled loop and its tail) on 1, 3 and 8 blocks; then
+    // the bulk copy (copy_bulk: a block's share in 16 KiB chunks, the last partial, through a
+    // ring of 4 or 8 that wraps) on 1, 3 (uneven shares), 8 and 50 blocks, and an extent of
+    // one partial chunk.
+    struct Copy {
+        int blocks, depth;
+        bool bulk;
+        std::size_t bytes;
+        int chunk_kib = 16;
+    };
+    for (const Copy& c : std::vector<Copy>{{1, 4, false, multi}, {3, 4, false, multi}, {8, 4, false, multi}, {50, 4, false, multi},
+                                           {1, 8, false, multi}, {3, 8, false, multi}, {8, 8, false, multi}, {1, 4, true, multi},
+                                           {1, 8, true, multi}, {3, 4, true, multi}, {8, 8, true, multi}, {50, 4, true, multi},
+                                           {2, 8, true, 4096}, {3, 8, true, multi, 4}, {8, 4, true, multi, 8},
+                                           {16, 8, true, multi, 4}}) {
+        random.push_back(random_case("random 64 experts of " + std::to_string(c.bytes) + " bytes, 6 slots, copy_blocks " +
+                                         std::to_string(c.blocks) + (c.depth == 4 ? "" : ", copy_depth " + std::to_string(c.depth)) +
+                                         (c.bulk ? ", bulk of " + std::to_string(c.chunk_kib) + " KiB chunks" : ""),
+                                     64, c.bytes, 1, 6));
+        random.back().copy_blocks = c.blocks;
+        random.back().copy_depth = c.depth;
+        random.back().copy_bulk = c.bulk;
+        random.back().copy_chunk_kib = c.chunk_kib;
     }
     for (const Case& k : random) {
         try {

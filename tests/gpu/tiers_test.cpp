@@ -30,8 +30,8 @@
 // bit (the rows are listed there).
 // The decode prefetch (GpuTierOptions::prefetch_experts, on by default at 1: every tiered case
 // above runs it) copies predicted pooled experts into HBM during attention: with it off, at 1,
-// 2 and 3 (and 3 with the copy on a full grid rather than the throttled default), the logits
-// stay bit-identical; its counters agree with the script (rows in tiers_on).
+// 2 and 3 (and 3 with the copy on a full grid rather than the throttled default, 2 with the
+// bulk copy of kernels/expert_stage.hpp and with the threads'), the logits stay bit-identical; its counters agree with the script (rows in tiers_on).
 // On the tiny fixtures (dense experts: moe_gemv does not take their widths) a slab cap leaves
 // them untiered, same logits. Prints ms per decode step for each configuration.
 #include "device_test.hpp"
@@ -113,6 +113,7 @@ struct Config {
     bool every_call = false;  // the mover must move after every call (demand on one slot: each dispatch misses)
     int prefetch = 1;         // GpuTierOptions::prefetch_experts (the default)
     int copy_blocks = aff::gpu::GpuTierOptions{}.prefetch_copy_blocks;  // its copy's blocks (0: a full grid)
+    bool copy_bulk = aff::gpu::GpuTierOptions{}.prefetch_copy_bulk;      // its copy by the bulk-copy unit
 };
 
 void tiers_on(const std::string& label, const std::string& path, const std::vector<Config>& configs, std::vector<Row>& rows) {
@@ -146,6 +147,7 @@ void tiers_on(const std::string& label, const std::string& path, const std::vect
             o.tiers.heat = eager_heat();  // the heat cases' moves (device_test.hpp says why)
             o.tiers.prefetch_experts = cf.prefetch;
             o.tiers.prefetch_copy_blocks = cf.copy_blocks;
+            o.tiers.prefetch_copy_bulk = cf.copy_bulk;
             aff::gpu::GpuModel g(*cpu, &reader, o);
             const aff::gpu::GpuTierReport before = g.tiers();
             const Run got = run(g, sc, false);
@@ -410,7 +412,7 @@ AFF_DEVICE_TEST("tiers") {
         {"every expert", -1, "static"}, {"half", 6, "static"}, {"half", 6, "demand"}, {"half", 6, "heat"},
         {"one slot", 1, "static"},      {"one slot", 1, "demand", true}, {"one slot", 1, "heat"}, {"no slab", 0, "static"},
         {"one slot, prefetch off", 1, "static", false, 0}, {"no slab, prefetch 2", 0, "static", false, 2},
-        {"no slab, prefetch off", 0, "static", false, 0},
+        {"no slab, prefetch off", 0, "static", false, 0}, {"no slab, prefetch 2, bulk copy", 0, "static", false, 2, 2, true},
     };
     try {
         for_each_wide_container(tmp, pool, [&](const std::string& label, const std::string& path) {
@@ -429,6 +431,8 @@ AFF_DEVICE_TEST("tiers") {
                  {{"every expert", -1, "static"}, {"half", 16, "static"}, {"half", 16, "heat"}, {"one slot", 1, "demand", true},
                   {"no slab", 0, "static"}, {"no slab, prefetch 3", 0, "static", false, 3},
                   {"no slab, prefetch 3, full-grid copy", 0, "static", false, 3, 0},
+                  {"no slab, prefetch 2, bulk copy on 2 blocks", 0, "static", false, 2, 2, true},
+                  {"no slab, prefetch 2, threads' copy", 0, "static", false, 2, 16, false},
                   {"half, prefetch off", 16, "static", false, 0}},
                  rows);
         staging_on("V4 geometry 2x16", geo, true, rows);
