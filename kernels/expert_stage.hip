@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(kCopyThreads)
 // so Depth loads stay in flight. Parity: the u-th use of a buffer completes its barrier's phase u.
 // The SM runs one thread and the TMA unit: no load slots held, which is the point. Built for
 // sm_90 and later only; expert_stage launches it only where it was (bulk_copy_built).
-constexpr std::size_t kBulkChunkMax = 16u << 10;  // the largest ExpertStageArgs::copy_chunk_kib
 constexpr int kBulkThreads = 32;
 
 #if defined(AFF_GPU_IS_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -168,6 +167,7 @@ __global__ void __launch_bounds__(kBulkThreads)
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // the slot written before the grid ends
 #else
     // Not built for the bulk unit (expert_stage does not launch this then): the threads' copy.
+    (void)chunk;
     const uint4* from = reinterpret_cast<const uint4*>(src);
     uint4* to = reinterpret_cast<uint4*>(dst);
     for (size_t i = first / 16 + dev::thread_x(); i < end / 16; i += kBulkThreads) to[i] = dev::load_stream(from + i);
@@ -210,6 +210,7 @@ __global__ void __launch_bounds__(kPickThreads)
 // fallback loop, which a bulk request must not get in place of the threads' wide copy.
 bool bulk_copy_built() {
 #if defined(AFF_GPU_IS_CUDA)
+    constexpr int kChunkMax = 16 << 10;  // the largest ExpertStageArgs::copy_chunk_kib
     static std::atomic<unsigned long long> known{0}, built{0};
     int dev = 0;
     AFF_GPU_CHECK(cudaGetDevice(&dev));
@@ -220,9 +221,9 @@ bool bulk_copy_built() {
         if (attr.binaryVersion >= 90) {
             // The ring is over the default 48 KiB of dynamic shared memory: opt in, per function and device.
             AFF_GPU_CHECK(cudaFuncSetAttribute(expert_stage_bulk_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(4 * kBulkChunkMax)));
+                                               4 * kChunkMax));
             AFF_GPU_CHECK(cudaFuncSetAttribute(expert_stage_bulk_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(8 * kBulkChunkMax)));
+                                               8 * kChunkMax));
             built.fetch_or(bit);
         }
         known.fetch_or(bit);
