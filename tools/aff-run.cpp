@@ -12,6 +12,7 @@
 #include "libaff/runtime/chat_session.hpp"
 #include "libaff/model/draft_load.hpp"
 #include "libaff/runtime/draft_choice.hpp"
+#include "libaff/runtime/draft_memory.hpp"
 #include "libaff/runtime/end_tokens.hpp"
 #include "libaff/runtime/generate.hpp"
 #include "libaff/runtime/logits_file.hpp"
@@ -161,6 +162,7 @@ int main(int argc, char** argv) {
                              "the GPU): add --gpus 0");
         if (!prompt_file.empty()) aff::check_prompt_file(prompt_file);
         if (!logits_out.empty()) aff::check_output_path(logits_out);
+        aff::check_draft_memory_flag(draft);
         if (!tokens_text.empty()) gen.prompt = aff::parse_token_list(tokens_text);
         if (!forced_text.empty()) gen.forced = aff::parse_token_list(forced_text);
         const std::optional<aff::tokenizer::Tokenizer> tok = aff::load_model_tokenizer(model_path, tokenizer_path);
@@ -200,6 +202,13 @@ int main(int argc, char** argv) {
         const bool may_draft = !chat && gen.forced.empty();
         aff::OpenedDrafter drafter;
         if (may_draft) drafter = aff::open_drafter(draft, *model, *backend);
+        // --draft auto starts from what the last run on this model, drafts and backend measured.
+        const std::string memory_key = aff::draft_memory_key(model_path, aff::draft_model_to_load(draft, model_path),
+                                                             backend->describe() + "; " + std::to_string(threads) + " threads",
+                                                             drafter.description);
+        const std::string memory_path = aff::draft_memory_path(draft.memory, memory_key);
+        const aff::DraftMemoryNotes memory = aff::recall_draft_memory(drafter.drafter.get(), memory_path, memory_key);
+        if (!memory.warning.empty()) std::fprintf(stderr, "aff-run: %s\n", memory.warning.c_str());
         const double load_seconds = seconds_since(load_start);
 
         if (chat) {
@@ -232,6 +241,7 @@ int main(int argc, char** argv) {
             std::snprintf(loaded, sizeof loaded, "aff-run: loaded in %.1f s", load_seconds);
             view.log(loaded);
             if (may_draft) view.log("aff-run: " + drafter.description);
+            if (!memory.recalled.empty()) view.log("aff-run: " + memory.recalled);
         }
 
         std::unique_ptr<aff::tokenizer::StreamDecoder> stream;
@@ -319,6 +329,8 @@ int main(int argc, char** argv) {
                      st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
                      st.ended_by_end_token ? ", ended by EOS" : "");
         if (cb.drafter) std::fprintf(stderr, "aff-run: %s\n", aff::acceptance_summary(st).c_str());
+        if (const std::string w = aff::keep_draft_memory(cb.drafter, memory_path, memory_key); !w.empty())
+            std::fprintf(stderr, "aff-run: %s\n", w.c_str());
         if (const std::string tiers = backend->placement_summary(); !tiers.empty())
             std::fprintf(stderr, "aff-run: %s\n", tiers.c_str());
         return aff::cli::exit_ok;

@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
         if (test_engine && !engine.route_trace.empty()) aff::throw_usage("--route-trace needs --model (the test engine routes nothing)");
         engine.threads = threads;
         engine.draft = draft;
+        aff::check_draft_memory_flag(draft);
         aff::cli::set_backend(gpu, engine.backend);
         {
             std::uint64_t mib = 0;

@@ -42,6 +42,7 @@ complete -c aff-serve -l ui-interval-ms -x -d 'milliseconds between plain stats 
 complete -c aff-serve -l draft -x -a 'auto mtp dspark off' -d 'speculative decoding with the model own drafts (DSpark or MTP)'
 complete -c aff-serve -l draft-model -r -F -d 'the draft container to pair with the main one'
 complete -c aff-serve -l draft-max -x -d 'draft tokens one verify call checks at most'
+complete -c aff-serve -l draft-memory -r -F -d 'where --draft auto keeps what it measured (off: nowhere)'
 complete -c aff-serve -l expert-prefetch -x -d 'pooled experts a layer copied into VRAM during attention'
 complete -c aff-serve -l draft-placement -x -a 'auto vram ram' -d 'where the MTP draft\'s experts live on the GPU'
 complete -c aff-serve -l progress -x -a 'auto always never' -d 'show progress'

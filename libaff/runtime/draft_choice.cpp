@@ -1,6 +1,7 @@
 // The --draft choice (draft_choice.hpp).
 #include "libaff/runtime/draft_choice.hpp"
 
+#include "libaff/core/atomic_file.hpp"
 #include "libaff/core/error.hpp"
 #include "libaff/model/draft_load.hpp"
 #include "libaff/runtime/cpu_dspark_runner.hpp"
@@ -36,6 +37,14 @@ void check_draft_tokens(std::size_t tokens) {
     if (tokens < 1 || tokens > max_draft_tokens)
         throw_usage("--draft-max: expected 1 to " + std::to_string(max_draft_tokens) + " draft tokens, got " +
                     std::to_string(tokens));
+}
+
+void check_draft_memory_flag(const DraftChoice& choice) {
+    if (choice.memory.empty() || choice.memory == "off") return;
+    if (choice.mode != DraftMode::automatic)
+        throw_usage("--draft-memory keeps what --draft auto measured: it does nothing with --draft " +
+                    std::string(choice.mode == DraftMode::mtp ? "mtp" : choice.mode == DraftMode::dspark ? "dspark" : "off"));
+    check_output_path(choice.memory);
 }
 
 OpenedDrafter open_drafter(const DraftChoice& choice, const Model& model, Sequence& backend) {

@@ -26,6 +26,7 @@ struct DraftChoice {
     DraftMode mode = DraftMode::automatic;
     std::size_t max_tokens = 3;  // draft tokens a verify call checks at most
     std::string model_path;      // --draft-model: the draft container; empty: <model>.dspark.aff when there
+    std::string memory;          // --draft-memory: auto's memory file, "off", or "" for the default (draft_memory.hpp)
 };
 
 // The draft container to load beside `model_path` (load_model_with_draft): none with drafts
@@ -41,6 +42,10 @@ DraftMode parse_draft_mode(std::string_view text);
 
 // Throws usage for a draft length outside 1 .. max_draft_tokens.
 void check_draft_tokens(std::size_t tokens);
+
+// Throws usage for --draft-memory FILE with a --draft other than auto (only auto's gate
+// learns anything to keep), and for a FILE that cannot stand as a regular file.
+void check_draft_memory_flag(const DraftChoice& choice);
 
 struct OpenedDrafter {
     std::unique_ptr<Drafter> drafter;  // null: no drafting

@@ -4,6 +4,7 @@
 #include "libaff/core/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace aff {
@@ -21,6 +22,21 @@ void DraftGate::start(const SamplerParams& sampling) {
     have_cycle_ = false;
     window_cycles_ = 0;  // the next cycle pays the drafter's catch-up over the new prompt
     update_listening();  // before the prompt runs: a drafter about to draft hears it
+}
+
+bool DraftGate::recall(const GateMemory& m) {
+    if (!(m.plain_rate > 0) || !(m.drafting_rate > 0) || !std::isfinite(m.plain_rate) || !std::isfinite(m.drafting_rate))
+        return false;
+    rate_[0] = m.plain_rate;
+    rate_[1] = m.drafting_rate;
+    const int way = rate_[1] > rate_[0] ? 1 : 0;
+    base_run_ = std::clamp(m.base_run, run_cycles, max_run_cycles);
+    last_run_ = way;
+    start_run(way);
+    have_cycle_ = false;
+    window_cycles_ = 0;
+    update_listening();
+    return true;
 }
 
 void DraftGate::update_listening() {
@@ -104,6 +120,19 @@ void DraftGate::close_cycle(double now) {
     choose_next();
 }
 
+void DraftGate::start_run(int way) {
+    drafting_ = way == 1;
+    // A probe of the slower way costs about (faster / slower - 1) cycles of the faster way's
+    // time a cycle: a run that many times longer keeps the probes' share of the time the same
+    // however far behind the other way fell (on the 4-layer DSpark container of
+    // tests/bench/dspark_auto_device.sh drafts ran 6 x slower than plain steps: a probe's two
+    // cycles took about ten plain steps' time).
+    const double margin = std::min(double(max_margin), rate_[way] / rate_[1 - way]);
+    run_length_ = std::min(max_run_cycles, std::size_t(double(base_run_) * std::max(1.0, margin)));
+    probing_ = false;
+    window_left_ = run_length_;
+}
+
 void DraftGate::choose_next() {
     if (rate_[0] == 0 || rate_[1] == 0) {
         // One way not measured yet: probe it.
@@ -118,15 +147,7 @@ void DraftGate::choose_next() {
         const int way = drafting_ ? 1 : 0;
         base_run_ = way == last_run_ ? std::min(4 * base_run_, max_run_cycles) : run_cycles;
         last_run_ = way;
-        // A probe of the slower way costs about (faster / slower - 1) cycles of the faster
-        // way's time a cycle: a run that many times longer keeps the probes' share of the time
-        // the same however far behind the other way fell (on the 4-layer DSpark container of
-        // tests/bench/dspark_auto_device.sh drafts ran 6 x slower than plain steps: a probe's
-        // two cycles took about ten plain steps' time).
-        const double margin = std::min(double(max_margin), rate_[way] / rate_[1 - way]);
-        run_length_ = std::min(max_run_cycles, std::size_t(double(base_run_) * std::max(1.0, margin)));
-        probing_ = false;
-        window_left_ = run_length_;
+        start_run(way);
     } else {
         // After a run, try the other way again briefly.
         drafting_ = !drafting_;

@@ -24,7 +24,10 @@
 // listens again for the run's last warm-up's worth of steps, so the probe of drafts after it
 // drafts as if it had listened throughout; a run cut short while not listening first runs
 // that warm-up. What it measured carries over from one generation to the next
-// (a server's requests), the faster way being re-measured in each of its runs. Outputs do not
+// (a server's requests), the faster way being re-measured in each of its runs, and from one
+// process to the next through memory() and recall() (draft_memory.hpp keeps it in a file):
+// a gate that recalls both rates starts in a run of the faster way as long as its last run,
+// so a short generation where drafts lose pays no probe at all. Outputs do not
 // depend on it (drafting never changes greedy
 // output, nor the distribution of sampled output); with sampling, which steps drafted does
 // change the draws a seed gives, and that now depends on timing.
@@ -38,6 +41,13 @@
 #include <memory>
 
 namespace aff {
+
+// What a gate has learned, for the next process on the same model, drafts and backend.
+struct GateMemory {
+    double plain_rate = 0, drafting_rate = 0;  // tokens a second; 0: not measured
+    std::size_t base_run = 0;                  // cycles its last run's base lasted (run_cycles ..)
+    int last_run = -1;                         // that run's way (1: drafts), -1: none
+};
 
 class DraftGate final : public Drafter {
 public:
@@ -70,10 +80,18 @@ public:
     bool drafting() const { return drafting_; }
     // Whether the inner drafter is listening to the trunk's calls now (see the header).
     bool listening() const { return listening_; }
+    GateMemory memory() const { return {rate_[0], rate_[1], base_run_, last_run_}; }
+    // Before the first generation: start from what another gate learned. With both rates it
+    // runs the faster way at once, base_run (clamped to run_cycles .. max_run_cycles) times
+    // the margin cycles long, then probes as usual; without both it starts afresh. Returns
+    // whether it took the memory.
+    bool recall(const GateMemory& m);
 
 private:
     void close_cycle(double now);
     void choose_next();
+    // A run of `way` (1: drafts) base_run_ times the margin it won by (both rates measured).
+    void start_run(int way);
     // Listening on unless this is a run of plain steps with more than the drafter's warm-up
     // left; counts the cycles heard since it came on.
     void update_listening();

@@ -5,10 +5,12 @@
 
 #include "libaff/core/error.hpp"
 #include "libaff/runtime/chat_tokens.hpp"
+#include "libaff/runtime/draft_memory.hpp"
 #include "libaff/runtime/model_tokenizer.hpp"
 #include "libaff/serve/dsv4_chat.hpp"
 #include "libaff/tokenizer/dsv4_strings.hpp"
 
+#include <cstdio>
 #include <filesystem>
 
 namespace aff::serve {
@@ -56,10 +58,25 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     engine->model_path_ = options.model_path;
     engine->drafter_ = std::move(drafter.drafter);
     engine->draft_description_ = drafter.description;
+    // --draft auto starts from what the last process on this model, drafts and backend
+    // measured, and leaves what it measures for the next (written when the engine goes).
+    engine->memory_key_ = draft_memory_key(options.model_path, draft_model_to_load(options.draft, options.model_path),
+                                           watched.describe() + "; " + std::to_string(options.threads) + " threads",
+                                           drafter.description);
+    engine->memory_path_ = draft_memory_path(options.draft.memory, engine->memory_key_);
+    const DraftMemoryNotes notes = recall_draft_memory(engine->drafter_.get(), engine->memory_path_, engine->memory_key_);
+    if (!notes.recalled.empty()) engine->draft_description_ += "; " + notes.recalled;
+    if (!notes.warning.empty()) engine->draft_description_ += "; " + notes.warning;
     if (!options.route_trace.empty())
         engine->set_route_recorder(std::make_unique<trace::RouteRecorder>(
             options.route_trace, trace::trace_header_for(engine->model().config(), options.model_path)));
     return engine;
+}
+
+ModelEngine::~ModelEngine() {
+    // The draft gate's memory (draft_memory.hpp): a cache, so a failure is only said.
+    if (const std::string w = keep_draft_memory(drafter_.get(), memory_path_, memory_key_); !w.empty())
+        std::fprintf(stderr, "aff-serve: %s\n", w.c_str());
 }
 
 ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, std::unique_ptr<Sequence> backend,

@@ -52,6 +52,8 @@ public:
     // `backend` runs `model` (open_sequence over it).
     ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, std::unique_ptr<Sequence> backend,
                 tokenizer::Tokenizer tokenizer, std::string model_id);
+    // Writes --draft auto's memory (draft_memory.hpp) where load() found it.
+    ~ModelEngine() override;
 
     std::string model_id() const override { return model_id_; }
     // The model's max_position_embeddings; aff-serve --ctx-size lowers it.
@@ -114,6 +116,7 @@ private:
     std::unique_ptr<PrefixCachedSequence> sequence_;  // runs model_; destroyed before it
     std::unique_ptr<Drafter> drafter_;                // watches sequence_'s backend; destroyed before it
     std::string draft_description_ = "drafts off";
+    std::string memory_path_, memory_key_;  // the draft gate's memory ("": none)
 };
 
 }  // namespace aff::serve

@@ -295,6 +295,10 @@ DraftChoice& add_draft(CLI::App& app) {
                    "the draft container (the mtp.* stages) to pair with a main .aff container; default: "
                    "<model>.dspark.aff beside it, when there")
         ->type_name("FILE");
+    app.add_option("--draft-memory", d.memory,
+                   "where --draft auto keeps what it measured for the next run on the same model, drafts and backend "
+                   "(off: nowhere); default: a file in $AFF_CACHE_DIR, $XDG_CACHE_HOME/aff or ~/.cache/aff")
+        ->type_name("FILE|off");
     app.add_option("--draft-max", d.max_tokens, "draft tokens one verify call checks at most")
         ->check(whole_number_between(1, static_cast<long long>(max_draft_tokens)))
         ->default_str(std::to_string(d.max_tokens));

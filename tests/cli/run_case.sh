@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs one CLI test case (zstd's cli-tests layout): CASE.sh runs in a fresh temporary
-# directory with the tools on PATH and $DATA pointing at tests/data; its exit status
+# directory with the tools on PATH, $DATA pointing at tests/data and $AFF_CACHE_DIR at a folder
+# in it not made yet (no memory of earlier runs: draft_memory.hpp); its exit status
 # and output are compared with the optional sibling files
 #   CASE.sh.exit            expected exit status (default 0)
 #   CASE.sh.stderr.exact    expected stderr, byte for byte
@@ -14,7 +15,7 @@ case_file=$1 tools=$2 data=$3 source=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-PATH="$tools:$PATH" DATA="$data" SRC="$source" bash -eu "$case_file" >stdout 2>stderr
+PATH="$tools:$PATH" DATA="$data" SRC="$source" AFF_CACHE_DIR="$work/.cache" bash -eu "$case_file" >stdout 2>stderr
 status=$?
 expected=0
 [ -f "$case_file.exit" ] && expected=$(tr -d '[:space:]' <"$case_file.exit")

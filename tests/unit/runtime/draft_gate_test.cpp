@@ -2,11 +2,12 @@
 // drafting where a verify call plus its drafts yields tokens faster than plain decode steps,
 // keeps to plain steps where it does not (the CPU reference on a small model), probes the
 // other way now and then, measures both rates as simulated, and carries them over to the next
-// generation.
+// generation, and to another gate (memory, recall: what draft_memory.hpp keeps between runs).
 #include "libaff/runtime/draft_gate.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -277,4 +278,57 @@ TEST_CASE("a run is longer by the margin its way won by, up to 16 times", "[runt
     simulate(gate2, now2, awful, 2, &d2);
     CHECK(gate2.drafting_rate() == Approx(0.01));
     CHECK(simulate(gate2, now2, awful, 20000, &d2, true).first_draft == 16 * 4 * aff::DraftGate::run_cycles - 1);
+}
+
+TEST_CASE("a gate that recalls another's memory starts in a run of the faster way", "[runtime]") {
+    // Learn: drafts lose 5 to 1 (3 tokens in 15 s against a token a second).
+    double now = 0;
+    aff::DraftGate teacher(std::make_unique<ThreeGuesses>(), [&now] { return now; });
+    CHECK(teacher.memory().plain_rate == 0);  // nothing measured yet
+    teacher.start({});
+    const Costs losing{1.0, 5.0, 10.0, 2};
+    simulate(teacher, now, losing, 64);
+    const aff::GateMemory m = teacher.memory();
+    CHECK(m.plain_rate == Approx(1.0));
+    CHECK(m.drafting_rate == Approx(3.0 / 15.0));
+    CHECK(m.last_run == 0);
+    CHECK(m.base_run >= aff::DraftGate::run_cycles);
+
+    // A new process: no probe of drafts in a short generation, and none for the run's length
+    // (base_run times the margin 5).
+    double now2 = 0;
+    auto inner = std::make_unique<ThreeGuesses>();
+    ThreeGuesses* d = inner.get();
+    aff::DraftGate pupil(std::move(inner), [&now2] { return now2; });
+    REQUIRE(pupil.recall(m));
+    pupil.start({});
+    CHECK(!pupil.drafting());
+    const Run first = simulate(pupil, now2, losing, 5 * m.base_run - 1);
+    CHECK(first.drafting_cycles == 0);
+    CHECK(d->proposals == 0);
+    const Run after = simulate(pupil, now2, losing, 2 * aff::DraftGate::probe_cycles);
+    CHECK(after.drafting_cycles > 0);  // then it probes as usual
+    CHECK(after.drafting_cycles <= aff::DraftGate::probe_cycles);
+
+    // Drafts that won: the first proposal drafts.
+    double now3 = 0;
+    aff::DraftGate winner(std::make_unique<ThreeGuesses>(), [&now3] { return now3; });
+    REQUIRE(winner.recall({1.0, 2.5, 224, 1}));
+    winner.start({});
+    CHECK(winner.drafting());
+    const Run won = simulate(winner, now3, Costs{1.0, 0.2, 1.2, 2}, 16);
+    CHECK(won.drafting_cycles == 16);
+    CHECK(winner.memory().drafting_rate == Approx(2.5));  // no window closed yet: the recalled rates stand
+
+    // Half a memory, or rates that are no rates, are not taken: the gate starts afresh.
+    aff::DraftGate fresh(std::make_unique<ThreeGuesses>(), [] { return 0.0; });
+    CHECK_FALSE(fresh.recall({1.0, 0.0, 56, 0}));
+    CHECK_FALSE(fresh.recall({-1.0, 2.0, 56, 1}));
+    CHECK_FALSE(fresh.recall({std::numeric_limits<double>::infinity(), 2.0, 56, 1}));
+    CHECK(!fresh.drafting());
+    CHECK(fresh.plain_rate() == 0);
+    // A base run out of range is clamped to the gate's own bounds.
+    aff::DraftGate clamped(std::make_unique<ThreeGuesses>(), [] { return 0.0; });
+    REQUIRE(clamped.recall({1.0, 0.5, 1u << 30, 0}));
+    CHECK(clamped.memory().base_run == aff::DraftGate::max_run_cycles);
 }

@@ -1,0 +1,153 @@
+// The draft gate's memory file (draft_memory.hpp, formats/draft-memory.md).
+#include "libaff/runtime/draft_memory.hpp"
+
+#include "libaff/core/atomic_file.hpp"
+#include "libaff/core/hash.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace aff {
+
+namespace {
+
+constexpr const char* kFormat = "aff-draft-memory";
+constexpr int kVersion = 1;
+constexpr std::uintmax_t kMaxBytes = 1 << 16;  // a memory is a few hundred bytes: anything larger is not one
+
+std::string cache_dir() {
+    auto env = [](const char* name) {
+        const char* v = std::getenv(name);
+        return v && *v ? std::string(v) : std::string();
+    };
+    if (std::string d = env("AFF_CACHE_DIR"); !d.empty()) return d;
+    if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/aff";
+    if (std::string d = env("HOME"); !d.empty()) return d + "/.cache/aff";
+    return "";
+}
+
+std::string file_identity(const std::string& path) {
+    if (path.empty()) return "none";
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+    const std::string name = ec ? path : p.string();
+    const auto size = std::filesystem::file_size(path, ec);
+    const std::uintmax_t bytes = ec ? 0 : size;
+    const auto time = std::filesystem::last_write_time(path, ec);
+    const long long ticks = ec ? 0 : static_cast<long long>(time.time_since_epoch().count());
+    return name + " " + std::to_string(bytes) + " " + std::to_string(ticks);
+}
+
+}  // namespace
+
+std::string draft_memory_path(const std::string& setting, const std::string& key) {
+    if (setting == "off") return "";
+    if (!setting.empty()) return setting;
+    const std::string dir = cache_dir();
+    if (dir.empty()) return "";
+    char name[48];
+    std::snprintf(name, sizeof name, "draft-gate-%016llx.json",
+                  static_cast<unsigned long long>(xxh3_64(key.data(), key.size())));
+    return dir + "/" + name;
+}
+
+std::string draft_memory_key(const std::string& model_path, const std::string& draft_path, const std::string& backend,
+                             const std::string& drafter) {
+    return "model " + file_identity(model_path) + "\ndraft " + file_identity(draft_path) + "\nbackend " + backend +
+           "\ndrafter " + drafter;
+}
+
+DraftMemoryRead read_draft_memory(const std::string& path, const std::string& key) {
+    DraftMemoryRead out;
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec)) return out;
+    auto ignored = [&](const std::string& why) {
+        out.warning = "draft memory " + path + " ignored: " + why;
+        return out;
+    };
+    if (!std::filesystem::is_regular_file(path, ec)) return ignored("not a regular file");
+    if (std::filesystem::file_size(path, ec) > kMaxBytes) return ignored("larger than a draft memory can be");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return ignored("cannot be read");
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return ignored("not JSON");
+    if (j.value("format", std::string()) != kFormat) return ignored("not a draft memory (no \"format\": \"aff-draft-memory\")");
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<long long>() != kVersion)
+        return ignored("version is not " + std::to_string(kVersion));
+    if (j.value("key", std::string()) != key) return ignored("made for another model, draft or backend");
+    try {
+        GateMemory m;
+        m.plain_rate = j.at("plain_tokens_per_second").get<double>();
+        m.drafting_rate = j.at("draft_tokens_per_second").get<double>();
+        const long long base = j.at("base_run_cycles").get<long long>();
+        const std::string last = j.at("last_run").get<std::string>();
+        if (!std::isfinite(m.plain_rate) || !std::isfinite(m.drafting_rate) || m.plain_rate < 0 || m.drafting_rate < 0)
+            return ignored("a rate is negative or not finite");
+        if (base < 0) return ignored("base_run_cycles is negative");
+        if (last != "plain" && last != "drafts" && last != "none") return ignored("last_run is not plain, drafts or none");
+        m.base_run = static_cast<std::size_t>(base);
+        m.last_run = last == "drafts" ? 1 : last == "plain" ? 0 : -1;
+        out.memory = m;
+    } catch (const std::exception&) {
+        return ignored("a field is missing or of the wrong type");
+    }
+    return out;
+}
+
+std::string write_draft_memory(const std::string& path, const std::string& key, const GateMemory& memory) {
+    if (path.empty()) return "";
+    try {
+        const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (!parent.empty()) std::filesystem::create_directories(parent);
+        const nlohmann::json j = {{"format", kFormat},
+                                  {"version", kVersion},
+                                  {"key", key},
+                                  {"plain_tokens_per_second", memory.plain_rate},
+                                  {"draft_tokens_per_second", memory.drafting_rate},
+                                  {"base_run_cycles", memory.base_run},
+                                  {"last_run", memory.last_run == 1 ? "drafts" : memory.last_run == 0 ? "plain" : "none"}};
+        const std::string text = j.dump(2) + "\n";
+        AtomicFile f(path);
+        f.write(text.data(), text.size());
+        f.commit();
+    } catch (const std::exception& e) {
+        return "draft memory " + path + " not written: " + e.what();
+    }
+    return "";
+}
+
+DraftMemoryNotes recall_draft_memory(Drafter* drafter, const std::string& path, const std::string& key) {
+    DraftMemoryNotes notes;
+    auto* gate = dynamic_cast<DraftGate*>(drafter);
+    if (!gate || path.empty()) return notes;
+    const DraftMemoryRead read = read_draft_memory(path, key);
+    notes.warning = read.warning;
+    if (!read.memory || !gate->recall(*read.memory)) return notes;
+    const GateMemory& m = *read.memory;
+    char line[160];
+    if (gate->drafting())
+        std::snprintf(line, sizeof line, "drafting first (measured %.2f x as fast as plain steps)", m.drafting_rate / m.plain_rate);
+    else
+        std::snprintf(line, sizeof line, "plain steps first (drafts measured %.2f x as fast)", m.drafting_rate / m.plain_rate);
+    notes.recalled = "drafts: from " + path + ": " + line;
+    return notes;
+}
+
+std::string keep_draft_memory(const Drafter* drafter, const std::string& path, const std::string& key) {
+    const auto* gate = dynamic_cast<const DraftGate*>(drafter);
+    if (!gate || path.empty()) return "";
+    const GateMemory m = gate->memory();
+    if (m.plain_rate <= 0 && m.drafting_rate <= 0) return "";
+    return write_draft_memory(path, key, m);
+}
+
+}  // namespace aff
