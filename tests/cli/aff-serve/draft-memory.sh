@@ -1,0 +1,25 @@
+# aff-serve with --draft auto keeps what its gate measured (libaff/runtime/draft_memory.hpp):
+# a server on the trained model's checkpoint (MTP on the CPU) answers a completion, and when
+# stopped (SIGTERM) leaves its memory in --draft-memory's file; the next server on the same
+# model and backend says in its ready line that it starts from it and answers the same text.
+# --draft-memory with --draft mtp stops the server with one line and status 2. (The last
+# server is left to server.bash's exit trap, which fails on one already gone.)
+. "$SRC/tests/cli/aff-serve/server.bash"
+body='{"max_tokens": 40, "temperature": 0, "prompt": "def fibonacci(n):"}'
+start_server -m "$DATA/models/tiny-trained" --threads 1 --gpus 0 --draft-memory mem.json
+wait_ready
+! grep -q 'drafts: from' server.log
+curl -s "$BASE/v1/completions" -o first.json -d "$body"
+kill $SERVER_PID; wait $SERVER_PID 2>/dev/null || true
+grep -q '"format": "aff-draft-memory"' mem.json
+start_server -m "$DATA/models/tiny-trained" --threads 1 --gpus 0 --draft-memory mem.json
+wait_ready
+grep -Eq '; drafts: mtp, up to 3 a step, while faster than without; drafts: from mem.json: (plain steps|drafting) first \(.*\)\)$' server.log
+curl -s "$BASE/v1/completions" -o second.json -d "$body"
+[ "$(json_get first.json 'j.choices[0].text')" = "$(json_get second.json 'j.choices[0].text')" ]
+set +e
+aff-serve --port 0 -m "$DATA/models/tiny-trained" --threads 1 --gpus 0 --draft mtp --draft-memory mem.json 2>err
+status=$?
+set -e
+[ $status = 2 ]
+grep -qx 'aff-serve: --draft-memory keeps what --draft auto measured: it does nothing with --draft mtp' err
