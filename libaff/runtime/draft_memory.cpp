@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -64,43 +65,58 @@ std::string draft_memory_key(const std::string& model_path, const std::string& d
            "\ndrafter " + drafter;
 }
 
-DraftMemoryRead read_draft_memory(const std::string& path, const std::string& key) {
+DraftMemoryRead parse_draft_memory(std::string_view text, const std::string& key, const std::string& path) {
     DraftMemoryRead out;
-    std::error_code ec;
-    if (path.empty() || !std::filesystem::exists(path, ec)) return out;
     auto ignored = [&](const std::string& why) {
         out.warning = "draft memory " + path + " ignored: " + why;
         return out;
     };
+    if (text.size() > kMaxBytes) return ignored("larger than a draft memory can be");
+    const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return ignored("not JSON");
+    auto string_field = [&](const char* name) {
+        const auto it = j.find(name);
+        return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (string_field("format") != kFormat) return ignored("not a draft memory (no \"format\": \"aff-draft-memory\")");
+    const auto version = j.find("version");
+    if (version == j.end() || !version->is_number_integer() || version->get<long long>() != kVersion)
+        return ignored("version is not " + std::to_string(kVersion));
+    if (string_field("key") != key) return ignored("made for another model, draft or backend");
+    const auto plain = j.find("plain_tokens_per_second"), draft = j.find("draft_tokens_per_second");
+    const auto base = j.find("base_run_cycles"), last = j.find("last_run");
+    if (plain == j.end() || draft == j.end() || base == j.end() || last == j.end() || !plain->is_number() ||
+        !draft->is_number() || !base->is_number_integer() || !last->is_string())
+        return ignored("a field is missing or of the wrong type");
+    GateMemory m;
+    m.plain_rate = plain->get<double>();
+    m.drafting_rate = draft->get<double>();
+    if (!std::isfinite(m.plain_rate) || !std::isfinite(m.drafting_rate) || m.plain_rate < 0 || m.drafting_rate < 0)
+        return ignored("a rate is negative or not finite");
+    // An unsigned integer past long long's range reads as negative here: refused as such.
+    const long long cycles = base->is_number_unsigned() && base->get<std::uint64_t>() > std::uint64_t(1) << 62
+                                 ? -1
+                                 : base->get<long long>();
+    if (cycles < 0) return ignored("base_run_cycles is negative");
+    const std::string way = last->get<std::string>();
+    if (way != "plain" && way != "drafts" && way != "none") return ignored("last_run is not plain, drafts or none");
+    m.base_run = static_cast<std::size_t>(cycles);
+    m.last_run = way == "drafts" ? 1 : way == "plain" ? 0 : -1;
+    out.memory = m;
+    return out;
+}
+
+DraftMemoryRead read_draft_memory(const std::string& path, const std::string& key) {
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::exists(path, ec)) return {};
+    auto ignored = [&](const std::string& why) { return DraftMemoryRead{std::nullopt, "draft memory " + path + " ignored: " + why}; };
     if (!std::filesystem::is_regular_file(path, ec)) return ignored("not a regular file");
     if (std::filesystem::file_size(path, ec) > kMaxBytes) return ignored("larger than a draft memory can be");
     std::ifstream in(path, std::ios::binary);
     if (!in) return ignored("cannot be read");
     std::stringstream text;
     text << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return ignored("not JSON");
-    if (j.value("format", std::string()) != kFormat) return ignored("not a draft memory (no \"format\": \"aff-draft-memory\")");
-    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<long long>() != kVersion)
-        return ignored("version is not " + std::to_string(kVersion));
-    if (j.value("key", std::string()) != key) return ignored("made for another model, draft or backend");
-    try {
-        GateMemory m;
-        m.plain_rate = j.at("plain_tokens_per_second").get<double>();
-        m.drafting_rate = j.at("draft_tokens_per_second").get<double>();
-        const long long base = j.at("base_run_cycles").get<long long>();
-        const std::string last = j.at("last_run").get<std::string>();
-        if (!std::isfinite(m.plain_rate) || !std::isfinite(m.drafting_rate) || m.plain_rate < 0 || m.drafting_rate < 0)
-            return ignored("a rate is negative or not finite");
-        if (base < 0) return ignored("base_run_cycles is negative");
-        if (last != "plain" && last != "drafts" && last != "none") return ignored("last_run is not plain, drafts or none");
-        m.base_run = static_cast<std::size_t>(base);
-        m.last_run = last == "drafts" ? 1 : last == "plain" ? 0 : -1;
-        out.memory = m;
-    } catch (const std::exception&) {
-        return ignored("a field is missing or of the wrong type");
-    }
-    return out;
+    return parse_draft_memory(text.str(), key, path);
 }
 
 std::string write_draft_memory(const std::string& path, const std::string& key, const GateMemory& memory) {

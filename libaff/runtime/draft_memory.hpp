@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace aff {
 
@@ -32,6 +33,9 @@ struct DraftMemoryRead {
     std::string warning;               // "" or one line naming the file and what is wrong
 };
 DraftMemoryRead read_draft_memory(const std::string& path, const std::string& key);
+// The same for a file's bytes (`path` only names it in the warning): never throws, whatever
+// the bytes (tests/fuzz/draft_memory_fuzz.cpp).
+DraftMemoryRead parse_draft_memory(std::string_view text, const std::string& key, const std::string& path);
 
 // Writes the memory of `key` to `path` (its folder made when missing); returns "" or a
 // warning line naming the file and why it could not be written.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -167,4 +168,26 @@ TEST_CASE("the tools' steps: a gate recalls and keeps its memory, another drafte
     CHECK(o.recalled.empty());
     CHECK(o.warning == "draft memory " + path + " ignored: made for another model, draft or backend");
     CHECK(other.plain_rate() == 0);
+}
+
+TEST_CASE("a draft memory's bytes: fields of the wrong type are said, never thrown", "[runtime]") {
+    auto why = [](const std::string& text) {
+        const aff::DraftMemoryRead r = aff::parse_draft_memory(text, "k", "m.json");
+        CHECK(!r.memory);
+        return r.warning;
+    };
+    CHECK(why(R"({"format": 5})") == "draft memory m.json ignored: not a draft memory (no \"format\": \"aff-draft-memory\")");
+    CHECK(why(R"({"format": "aff-draft-memory", "version": 1, "key": ["k"]})") ==
+          "draft memory m.json ignored: made for another model, draft or backend");
+    const std::string head = R"({"format": "aff-draft-memory", "version": 1, "key": "k", "plain_tokens_per_second": 1, )"
+                             R"("draft_tokens_per_second": 1, "last_run": "plain", "base_run_cycles": )";
+    CHECK(why(head + "18446744073709551615}") == "draft memory m.json ignored: base_run_cycles is negative");
+    CHECK(why(head + "1.5}") == "draft memory m.json ignored: a field is missing or of the wrong type");
+    CHECK(aff::parse_draft_memory(head + "56}", "k", "m.json").memory);
+    // The fuzz target's seed (tests/data/draft-memory) is a memory for its key.
+    std::ifstream seed(std::string(AFF_TEST_DATA) + "/draft-memory/plain-first.json");
+    const std::string text((std::istreambuf_iterator<char>(seed)), std::istreambuf_iterator<char>());
+    const aff::DraftMemoryRead r = aff::parse_draft_memory(text, "the key", "seed");
+    REQUIRE(r.memory);
+    CHECK(r.memory->base_run == 224);
 }
