@@ -114,6 +114,7 @@ private:
 
 struct Figures {
     double ms_token = 0, floor_ms_token = 0, gpu_hit = 0, pool_hit = 0, ssd_hit = 0, moves_token = 0, stall_ms_token = 0;
+    double mover_host_ms_token = 0;  // host time the mover took between calls (GpuTierReport::move_seconds)
     double hbm_mb_token = 0, pool_mb_token = 0, ssd_mb_token = 0;
     double prefetched_token = 0, prefetch_used = 0;  // the decode prefetch: experts a token, % routed to
 };
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
                 f.ssd_hit = reads ? 100 * ssd_hits / reads : 0;
                 f.moves_token = double(after.moves - before.moves) / tok;
                 f.stall_ms_token = (after.stall_seconds - before.stall_seconds) * 1e3 / tok;
+                f.mover_host_ms_token = (after.move_seconds - before.move_seconds) * 1e3 / tok;
                 f.hbm_mb_token = hbm_bytes / tok / 1e6;
                 f.pool_mb_token = pool_bytes / tok / 1e6;
                 f.ssd_mb_token = ssd_bytes / tok / 1e6;
@@ -259,11 +261,11 @@ int main(int argc, char** argv) {
                 }
                 std::printf("[%s] batch %d: %.3f ms a token (median call %.3f ms over %d after %d warm-up), floor %.3f ms "
                             "(HBM %.1f MB, pool %.1f MB, SSD %.1f MB a token), ratio %.2f; hits: GPU %.1f %%, host pool %.1f %%, "
-                            "SSD %.1f %%; %.2f moves a token, mover stalls %.3f ms a token; prefetch %.2f experts a token, "
-                            "%.1f %% of them routed to\n",
+                            "SSD %.1f %%; %.2f moves a token, mover stalls %.3f ms a token, mover host time %.3f ms a token; "
+                            "prefetch %.2f experts a token, %.1f %% of them routed to\n",
                             label.c_str(), B, f.ms_token, median(ms), steps, warm, f.floor_ms_token, f.hbm_mb_token,
                             f.pool_mb_token, f.ssd_mb_token, f.ms_token / f.floor_ms_token, f.gpu_hit, f.pool_hit, f.ssd_hit,
-                            f.moves_token, f.stall_ms_token, f.prefetched_token, f.prefetch_used);
+                            f.moves_token, f.stall_ms_token, f.mover_host_ms_token, f.prefetched_token, f.prefetch_used);
                 all.push_back(f);
                 names.push_back(label + ", batch " + std::to_string(B));
                 if (B == 1 && std::getenv("TIERS_PROFILE")) {  // where the step's time goes (launches one by one)
