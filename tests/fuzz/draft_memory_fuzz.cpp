@@ -3,6 +3,7 @@
 // throw or crash, as a memory or as exactly one warning naming the file, never both; a memory
 // read holds finite, non-negative rates, and a gate recalling it keeps its run bounds.
 #include "libaff/runtime/draft_memory.hpp"
+#include "tests/common/silent_drafter.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -10,17 +11,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string_view>
-
-namespace {
-
-class NoGuesses final : public aff::Drafter {
-public:
-    std::size_t max_tokens() const override { return 3; }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t>) override { return {}; }
-    void verified(std::size_t, std::size_t) override {}
-};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -32,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const aff::GateMemory& m = *r.memory;
         if (!std::isfinite(m.plain_rate) || !std::isfinite(m.drafting_rate) || m.plain_rate < 0 || m.drafting_rate < 0)
             std::abort();
-        aff::DraftGate gate(std::make_unique<NoGuesses>(), [] { return 0.0; });
+        aff::DraftGate gate(std::make_unique<aff::test::SilentDrafter>(), [] { return 0.0; });
         if (gate.recall(m)) {
             const std::size_t base = gate.memory().base_run;
             if (base < aff::DraftGate::run_cycles || base > aff::DraftGate::max_run_cycles) std::abort();

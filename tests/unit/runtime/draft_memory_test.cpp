@@ -6,6 +6,7 @@
 #include "libaff/runtime/draft_memory.hpp"
 
 #include "../temp_dir.hpp"
+#include "tests/common/silent_drafter.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -39,13 +40,6 @@ struct EnvVar {
 void write_text(const std::string& path, const std::string& text) {
     std::ofstream(path, std::ios::binary) << text;
 }
-
-class NoGuesses final : public aff::Drafter {
-public:
-    std::size_t max_tokens() const override { return 3; }
-    std::vector<std::int32_t> propose(std::span<const std::int32_t>) override { return {}; }
-    void verified(std::size_t, std::size_t) override {}
-};
 
 }  // namespace
 
@@ -142,7 +136,7 @@ TEST_CASE("the tools' steps: a gate recalls and keeps its memory, another drafte
     const std::string path = dir / "m.json", key = "k";
     REQUIRE(aff::write_draft_memory(path, key, {1000.0, 200.0, 56, 0}).empty());
     double now = 0;
-    aff::DraftGate gate(std::make_unique<NoGuesses>(), [&now] { return now; });
+    aff::DraftGate gate(std::make_unique<aff::test::SilentDrafter>(), [&now] { return now; });
     const aff::DraftMemoryNotes notes = aff::recall_draft_memory(&gate, path, key);
     CHECK(notes.warning.empty());
     CHECK(notes.recalled == "drafts: from " + path + ": plain steps first (drafts measured 0.20 x as fast)");
@@ -154,16 +148,16 @@ TEST_CASE("the tools' steps: a gate recalls and keeps its memory, another drafte
     REQUIRE(aff::read_draft_memory(path, key).memory);
     CHECK(aff::read_draft_memory(path, key).memory->drafting_rate == 200.0);
     // A gate that measured nothing writes nothing; a drafter that is no gate is left alone; no path, no file.
-    aff::DraftGate blank(std::make_unique<NoGuesses>(), [] { return 0.0; });
+    aff::DraftGate blank(std::make_unique<aff::test::SilentDrafter>(), [] { return 0.0; });
     CHECK(aff::keep_draft_memory(&blank, dir / "blank.json", key).empty());
     CHECK(!std::filesystem::exists(dir / "blank.json"));
-    NoGuesses plain;
+    aff::test::SilentDrafter plain;
     CHECK(aff::recall_draft_memory(&plain, path, key).recalled.empty());
     CHECK(aff::keep_draft_memory(&plain, dir / "plain.json", key).empty());
     CHECK(!std::filesystem::exists(dir / "plain.json"));
     CHECK(aff::recall_draft_memory(&gate, "", key).recalled.empty());
     // A memory for another key: the gate starts afresh, with the warning.
-    aff::DraftGate other(std::make_unique<NoGuesses>(), [] { return 0.0; });
+    aff::DraftGate other(std::make_unique<aff::test::SilentDrafter>(), [] { return 0.0; });
     const aff::DraftMemoryNotes o = aff::recall_draft_memory(&other, path, "another key");
     CHECK(o.recalled.empty());
     CHECK(o.warning == "draft memory " + path + " ignored: made for another model, draft or backend");
