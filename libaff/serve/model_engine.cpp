@@ -73,10 +73,28 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     return engine;
 }
 
-ModelEngine::~ModelEngine() {
+ModelEngine::~ModelEngine() { keep_draft_memory_if_due(true); }
+
+void ModelEngine::end_sequence() {
+    sequence_->end_sequence();
+    keep_draft_memory_if_due(false);
+}
+
+void ModelEngine::keep_draft_memory_if_due(bool now) {
+    const auto* gate = dynamic_cast<const DraftGate*>(drafter_.get());
+    if (!gate || memory_path_.empty()) return;
+    const auto t = std::chrono::steady_clock::now();
+    if (!now && memory_written_ && t - memory_time_ < kMemoryInterval) return;
+    const GateMemory m = gate->memory();
+    if (m.plain_rate <= 0 && m.drafting_rate <= 0) return;  // nothing measured yet
     // The draft gate's memory (draft_memory.hpp): a cache, so a failure is only said.
-    if (const std::string w = keep_draft_memory(drafter_.get(), memory_path_, memory_key_); !w.empty())
+    const std::string w = write_draft_memory(memory_path_, memory_key_, m);
+    memory_written_ = true;
+    memory_time_ = t;
+    if (!w.empty() && !memory_warned_) {
         std::fprintf(stderr, "aff-serve: %s\n", w.c_str());
+        memory_warned_ = true;
+    }
 }
 
 ModelEngine::ModelEngine(std::unique_ptr<ThreadPool> pool, std::unique_ptr<Model> model, std::unique_ptr<Sequence> backend,

@@ -18,6 +18,7 @@
 #include "libaff/trace/recorder.hpp"
 #include "libaff/tokenizer/tokenizer.hpp"
 
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,6 +55,11 @@ public:
                 tokenizer::Tokenizer tokenizer, std::string model_id);
     // Writes --draft auto's memory (draft_memory.hpp) where load() found it.
     ~ModelEngine() override;
+    // The memory is written after the first generation that measured anything, then at most
+    // every kMemoryInterval of generations (a server killed outright loses only that much),
+    // and when the engine goes; `now` writes it whatever the time. A failure is said once.
+    static constexpr std::chrono::seconds kMemoryInterval{60};
+    void keep_draft_memory_if_due(bool now);
 
     std::string model_id() const override { return model_id_; }
     // The model's max_position_embeddings; aff-serve --ctx-size lowers it.
@@ -73,7 +79,9 @@ public:
     // the cache): logits of ids the tokenizer does not know are -infinity.
     Sequence& sequence() override { return *sequence_; }
     // Snapshots the sequence as it ends (prompt and generated tokens), unless cached.
-    void end_sequence() override { sequence_->end_sequence(); }
+    // After each generation: the prefix cache's bookkeeping, and the draft gate's memory
+    // written when due (keep_draft_memory_if_due).
+    void end_sequence() override;
     void before_dispatch(const Dispatch& d) override { sequence_->label_next_call(route_phase(d.kind)); }
     std::size_t cached_tokens() const override { return sequence_->cached_tokens(); }
     std::optional<PrefixCacheStats> prefix_cache_stats() const override { return sequence_->prefix_cache_stats(); }
@@ -117,6 +125,8 @@ private:
     std::unique_ptr<Drafter> drafter_;                // watches sequence_'s backend; destroyed before it
     std::string draft_description_ = "drafts off";
     std::string memory_path_, memory_key_;  // the draft gate's memory ("": none)
+    bool memory_written_ = false, memory_warned_ = false;
+    std::chrono::steady_clock::time_point memory_time_{};
 };
 
 }  // namespace aff::serve

@@ -1,6 +1,6 @@
 # aff-serve with --draft auto keeps what its gate measured (libaff/runtime/draft_memory.hpp):
-# a server on the trained model's checkpoint (MTP on the CPU) answers a completion, and when
-# stopped (SIGTERM) leaves its memory in --draft-memory's file; the next server on the same
+# a server on the trained model's checkpoint (MTP on the CPU) answers a completion, writes its
+# memory to --draft-memory's file after it, and again when stopped (SIGTERM); the next server on the same
 # model and backend says in its ready line that it starts from it and answers the same text.
 # --draft-memory with --draft mtp stops the server with one line and status 2. (The last
 # server is left to server.bash's exit trap, which fails on one already gone.)
@@ -10,8 +10,10 @@ start_server -m "$DATA/models/tiny-trained" --threads 1 --gpus 0 --draft-memory 
 wait_ready
 ! grep -q 'drafts: from' server.log
 curl -s "$BASE/v1/completions" -o first.json -d "$body"
+grep -q '"format": "aff-draft-memory"' mem.json  # written after the first generation, while it runs
+rm mem.json
 kill $SERVER_PID; wait $SERVER_PID 2>/dev/null || true
-grep -q '"format": "aff-draft-memory"' mem.json
+grep -q '"format": "aff-draft-memory"' mem.json  # and again when it stops
 start_server -m "$DATA/models/tiny-trained" --threads 1 --gpus 0 --draft-memory mem.json
 wait_ready
 grep -Eq '; drafts: mtp, up to 3 a step, while faster than without; drafts: from mem.json: (plain steps|drafting) first \(.*\)\)$' server.log
