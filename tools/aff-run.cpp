@@ -203,11 +203,8 @@ int main(int argc, char** argv) {
         aff::OpenedDrafter drafter;
         if (may_draft) drafter = aff::open_drafter(draft, *model, *backend);
         // --draft auto starts from what the last run on this model, drafts and backend measured.
-        const std::string memory_key = aff::draft_memory_key(model_path, aff::draft_model_to_load(draft, model_path),
-                                                             backend->describe() + "; " + std::to_string(threads) + " threads",
-                                                             drafter.description);
-        const std::string memory_path = aff::draft_memory_path(draft.memory, memory_key);
-        const aff::DraftMemoryNotes memory = aff::recall_draft_memory(drafter.drafter.get(), memory_path, memory_key);
+        const aff::DraftMemorySite memory_site = aff::draft_memory_site(draft, model_path, *backend, threads, drafter);
+        const aff::DraftMemoryNotes memory = aff::recall_draft_memory(drafter.drafter.get(), memory_site.path, memory_site.key);
         if (!memory.warning.empty()) std::fprintf(stderr, "aff-run: %s\n", memory.warning.c_str());
         const double load_seconds = seconds_since(load_start);
 
@@ -329,8 +326,8 @@ int main(int argc, char** argv) {
                      st.prompt_tokens, prefill_rate, st.generated_tokens, decode_rate, first_token_seconds * 1000,
                      st.ended_by_end_token ? ", ended by EOS" : "");
         if (cb.drafter) std::fprintf(stderr, "aff-run: %s\n", aff::acceptance_summary(st).c_str());
-        if (const std::string w = aff::keep_draft_memory(cb.drafter, memory_path, memory_key); !w.empty())
-            std::fprintf(stderr, "aff-run: %s\n", w.c_str());
+        if (const auto w = aff::keep_draft_memory(cb.drafter, memory_site.path, memory_site.key); w && !w->empty())
+            std::fprintf(stderr, "aff-run: %s\n", w->c_str());
         if (const std::string tiers = backend->placement_summary(); !tiers.empty())
             std::fprintf(stderr, "aff-run: %s\n", tiers.c_str());
         return aff::cli::exit_ok;

@@ -65,6 +65,17 @@ std::string draft_memory_key(const std::string& model_path, const std::string& d
            "\ndrafter " + drafter;
 }
 
+DraftMemorySite draft_memory_site(const DraftChoice& choice, const std::string& model_path, const Sequence& backend,
+                                  std::size_t threads, const OpenedDrafter& drafter) {
+    if (!dynamic_cast<const DraftGate*>(drafter.drafter.get())) return {};
+    DraftMemorySite site;
+    site.key = draft_memory_key(model_path, draft_model_to_load(choice, model_path),
+                                backend.describe() + "; " + std::to_string(threads) + " threads", drafter.description);
+    site.path = draft_memory_path(choice.memory, site.key);
+    if (site.path.empty()) site.key.clear();
+    return site;
+}
+
 DraftMemoryRead parse_draft_memory(std::string_view text, const std::string& key, const std::string& path) {
     DraftMemoryRead out;
     auto ignored = [&](const std::string& why) {
@@ -158,11 +169,11 @@ DraftMemoryNotes recall_draft_memory(Drafter* drafter, const std::string& path, 
     return notes;
 }
 
-std::string keep_draft_memory(const Drafter* drafter, const std::string& path, const std::string& key) {
+std::optional<std::string> keep_draft_memory(const Drafter* drafter, const std::string& path, const std::string& key) {
     const auto* gate = dynamic_cast<const DraftGate*>(drafter);
-    if (!gate || path.empty()) return "";
+    if (!gate || path.empty()) return std::nullopt;
     const GateMemory m = gate->memory();
-    if (m.plain_rate <= 0 && m.drafting_rate <= 0) return "";
+    if (m.plain_rate <= 0 && m.drafting_rate <= 0) return std::nullopt;
     return write_draft_memory(path, key, m);
 }
 

@@ -8,7 +8,11 @@
 // it is written whole or not at all (AtomicFile).
 #pragma once
 
+#include "libaff/runtime/draft_choice.hpp"
 #include "libaff/runtime/draft_gate.hpp"
+#include "libaff/runtime/sequence.hpp"
+
+#include <cstddef>
 
 #include <optional>
 #include <string>
@@ -41,15 +45,26 @@ DraftMemoryRead parse_draft_memory(std::string_view text, const std::string& key
 // warning line naming the file and why it could not be written.
 std::string write_draft_memory(const std::string& path, const std::string& key, const GateMemory& memory);
 
+// Where a generation's drafter keeps its memory, as aff-run and aff-serve both find it (so
+// they share one): the key from the model file, the draft container draft_model_to_load
+// picks, the backend's line with the thread count and the drafter's line; the path from
+// --draft-memory. Empty (no file looked at) unless the drafter is a DraftGate (--draft auto)
+// and the memory is not off.
+struct DraftMemorySite {
+    std::string path, key;
+};
+DraftMemorySite draft_memory_site(const DraftChoice& choice, const std::string& model_path, const Sequence& backend,
+                                  std::size_t threads, const OpenedDrafter& drafter);
+
 // The tools' two steps, for a drafter that is a DraftGate (--draft auto; any other: nothing
 // happens). Before the first generation: read and recall; the lines to print (a warning, or
-// what the gate starts from). After the last: write what it measured (nothing when it
-// measured neither way); "" or a warning.
+// what the gate starts from). After a generation: write what it measured; nothing to write
+// (none: no gate, no path, or it measured neither way), "" written, or a warning.
 struct DraftMemoryNotes {
     std::string warning;  // the file was ignored
     std::string recalled; // "drafts: from FILE: ..." when the gate took it
 };
 DraftMemoryNotes recall_draft_memory(Drafter* drafter, const std::string& path, const std::string& key);
-std::string keep_draft_memory(const Drafter* drafter, const std::string& path, const std::string& key);
+std::optional<std::string> keep_draft_memory(const Drafter* drafter, const std::string& path, const std::string& key);
 
 }  // namespace aff

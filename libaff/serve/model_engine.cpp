@@ -56,15 +56,13 @@ std::unique_ptr<ModelEngine> ModelEngine::load(const ModelEngineOptions& options
     OpenedDrafter drafter = open_drafter(options.draft, engine->model(), watched);
     engine->set_prefix_cache(options.prefix_cache_bytes);
     engine->model_path_ = options.model_path;
+    // --draft auto starts from what the last process on this model, drafts and backend
+    // measured, and leaves what it measures for the next (keep_draft_memory_if_due); the site
+    // is found while `drafter` still holds the gate.
+    engine->memory_ = draft_memory_site(options.draft, options.model_path, watched, options.threads, drafter);
     engine->drafter_ = std::move(drafter.drafter);
     engine->draft_description_ = drafter.description;
-    // --draft auto starts from what the last process on this model, drafts and backend
-    // measured, and leaves what it measures for the next (written when the engine goes).
-    engine->memory_key_ = draft_memory_key(options.model_path, draft_model_to_load(options.draft, options.model_path),
-                                           watched.describe() + "; " + std::to_string(options.threads) + " threads",
-                                           drafter.description);
-    engine->memory_path_ = draft_memory_path(options.draft.memory, engine->memory_key_);
-    const DraftMemoryNotes notes = recall_draft_memory(engine->drafter_.get(), engine->memory_path_, engine->memory_key_);
+    const DraftMemoryNotes notes = recall_draft_memory(engine->drafter_.get(), engine->memory_.path, engine->memory_.key);
     if (!notes.recalled.empty()) engine->draft_description_ += "; " + notes.recalled;
     if (!notes.warning.empty()) engine->draft_description_ += "; " + notes.warning;
     if (!options.route_trace.empty())
@@ -81,18 +79,16 @@ void ModelEngine::end_sequence() {
 }
 
 void ModelEngine::keep_draft_memory_if_due(bool now) {
-    const auto* gate = dynamic_cast<const DraftGate*>(drafter_.get());
-    if (!gate || memory_path_.empty()) return;
+    if (memory_.path.empty()) return;
     const auto t = std::chrono::steady_clock::now();
     if (!now && memory_written_ && t - memory_time_ < kMemoryInterval) return;
-    const GateMemory m = gate->memory();
-    if (m.plain_rate <= 0 && m.drafting_rate <= 0) return;  // nothing measured yet
     // The draft gate's memory (draft_memory.hpp): a cache, so a failure is only said.
-    const std::string w = write_draft_memory(memory_path_, memory_key_, m);
+    const std::optional<std::string> w = keep_draft_memory(drafter_.get(), memory_.path, memory_.key);
+    if (!w) return;  // nothing measured yet
     memory_written_ = true;
     memory_time_ = t;
-    if (!w.empty() && !memory_warned_) {
-        std::fprintf(stderr, "aff-serve: %s\n", w.c_str());
+    if (!w->empty() && !memory_warned_) {
+        std::fprintf(stderr, "aff-serve: %s\n", w->c_str());
         memory_warned_ = true;
     }
 }

@@ -11,6 +11,7 @@
 #include "libaff/core/thread_pool.hpp"
 #include "libaff/model/forward.hpp"
 #include "libaff/runtime/draft_choice.hpp"
+#include "libaff/runtime/draft_memory.hpp"
 #include "libaff/runtime/open_sequence.hpp"
 #include "libaff/runtime/route_phase.hpp"
 #include "libaff/serve/cached_sequence.hpp"
@@ -124,7 +125,7 @@ private:
     std::unique_ptr<PrefixCachedSequence> sequence_;  // runs model_; destroyed before it
     std::unique_ptr<Drafter> drafter_;                // watches sequence_'s backend; destroyed before it
     std::string draft_description_ = "drafts off";
-    std::string memory_path_, memory_key_;  // the draft gate's memory ("": none)
+    DraftMemorySite memory_;  // where the draft gate's memory lives (path "": none)
     bool memory_written_ = false, memory_warned_ = false;
     std::chrono::steady_clock::time_point memory_time_{};
 };

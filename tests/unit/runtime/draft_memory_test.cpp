@@ -144,16 +144,16 @@ TEST_CASE("the tools' steps: a gate recalls and keeps its memory, another drafte
     CHECK(gate.plain_rate() == 1000.0);
     // Kept: what it holds now (here what it recalled).
     std::filesystem::remove(path);
-    CHECK(aff::keep_draft_memory(&gate, path, key).empty());
+    CHECK(aff::keep_draft_memory(&gate, path, key) == std::optional<std::string>(""));
     REQUIRE(aff::read_draft_memory(path, key).memory);
     CHECK(aff::read_draft_memory(path, key).memory->drafting_rate == 200.0);
     // A gate that measured nothing writes nothing; a drafter that is no gate is left alone; no path, no file.
     aff::DraftGate blank(std::make_unique<aff::test::SilentDrafter>(), [] { return 0.0; });
-    CHECK(aff::keep_draft_memory(&blank, dir / "blank.json", key).empty());
+    CHECK(!aff::keep_draft_memory(&blank, dir / "blank.json", key));
     CHECK(!std::filesystem::exists(dir / "blank.json"));
     aff::test::SilentDrafter plain;
     CHECK(aff::recall_draft_memory(&plain, path, key).recalled.empty());
-    CHECK(aff::keep_draft_memory(&plain, dir / "plain.json", key).empty());
+    CHECK(!aff::keep_draft_memory(&plain, dir / "plain.json", key));
     CHECK(!std::filesystem::exists(dir / "plain.json"));
     CHECK(aff::recall_draft_memory(&gate, "", key).recalled.empty());
     // A memory for another key: the gate starts afresh, with the warning.
