@@ -26,7 +26,7 @@
 // ":pf0" is the prefetch off; ":pfNbB" also sets its copy's blocks (prefetch_copy_blocks, 0 a
 // full grid), ":pfNbBdD" its loads in flight per thread (prefetch_copy_depth, 4 or 8),
 // ":pfNbBdDtK" the bulk copy (prefetch_copy_bulk; D its chunks of K KiB in flight a block,
-// prefetch_copy_chunk_kib, default 16); ":eager" (before ":pf") launches without graphs. TIERS_PROFILE set: each scenario's batch 1 also prints
+// prefetch_copy_chunk_kib, default 16); ":nograph" (before ":pf") launches without graphs. TIERS_PROFILE set: each scenario's batch 1 also prints
 // GpuModel::profile_decode's op-class breakdown of one step (launches one by one). The prefetch's own figures (experts a token copied during
 // attention, the share the router chose) are printed per scenario; the floor stays the
 // routing's own bytes (a wrong prefetch's bytes are a cost the ratio shows).
@@ -323,11 +323,11 @@ int main(int argc, char** argv) {
             // ":pfNbBdD" the loads in flight per copy thread (prefetch_copy_depth, 4 or 8), a
             // trailing 't' the bulk copy (prefetch_copy_bulk: depth = chunks in flight a block),
             // 'tK' with chunks of K KiB (prefetch_copy_chunk_kib: 4, 8 or 16).
-            // ":eager" (before any ":pf") issues the decode's launches one by one (GpuOptions::graphs
+            // ":nograph" (before any ":pf") issues the decode's launches one by one (GpuOptions::graphs
             // false): the captured graph's own cost, against the same launches.
-            if (const std::size_t at = variant.find(":eager"); at != std::string::npos) {
+            if (const std::size_t at = variant.find(":nograph"); at != std::string::npos) {
                 t.graphs = false;
-                variant.erase(at, 6);
+                variant.erase(at, 8);
             }
             if (const std::size_t at = variant.rfind(":pf"); at != std::string::npos) {
                 t.tiers.prefetch_experts = std::atoi(variant.c_str() + at + 3);
